@@ -1,0 +1,22 @@
+"""Verifier plugins. `none` skips verification (the report says so, never "verified")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from argus_core.hookspecs import hookimpl
+from argus_core.types import VerifyReport
+
+
+class NoVerifier:
+    """`verifier=none`: the candidate goes on unverified, and its report says `skipped`."""
+
+    name = "none"
+
+    def verify(self, ir: Any, policy: Any, options: dict[str, Any]) -> VerifyReport:
+        return VerifyReport(status="skipped", summary="not verified (verifier=none)")
+
+
+@hookimpl
+def argus_register_verifiers():
+    return [NoVerifier()]

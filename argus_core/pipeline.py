@@ -1,0 +1,255 @@
+"""One invocation of `argus`: the planner proposes, each candidate goes through the stages
+(parse, policy check, verify, lower, compile, correctness, timing), events go to the
+trackers, and a summary table ends the run.
+
+A candidate that fails at any stage is recorded with `failure = "stage: reason"` and the
+run goes on; only a broken configuration stops the run before it starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from argus_core.errors import ArgusError, ConfigError
+from argus_core.plugin_manager import Registry, default_plugin_manager
+from argus_core.types import (
+    Candidate,
+    CandidateResult,
+    CorrectnessReport,
+    RunInfo,
+    TimingReport,
+    VerifyReport,
+)
+
+
+@dataclass
+class Stages:
+    """The plugins one invocation uses, looked up by their config names."""
+
+    family: Any
+    dsl: Any
+    verifier: Any
+    backend: Any
+    registry: Registry
+    cfg: DictConfig
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig, registry: Registry) -> Stages:
+        return cls(
+            family=registry.get("kernel", cfg.kernel.name),
+            dsl=registry.get("dsl", cfg.dsl.name),
+            verifier=registry.get("verifier", cfg.verifier.name),
+            backend=registry.get("backend", cfg.backend.name),
+            registry=registry,
+            cfg=cfg,
+        )
+
+    # ------------------------------------------------------------------------ stages
+    def evaluate(self, cand: Candidate, index: int, reference_ms: float | None) -> tuple[CandidateResult, dict[str, str]]:
+        t0 = time.perf_counter()
+        res = CandidateResult(candidate=cand, index=index)
+        artifacts: dict[str, str] = {"dsl_source.py": cand.source}
+        try:
+            self._evaluate(cand, res, artifacts)
+        except ArgusError as exc:
+            res.failure = res.failure or f"{getattr(exc, 'stage', 'pipeline')}: {exc}"
+        except Exception as exc:  # a plugin's bug fails this candidate, not the run
+            res.failure = f"internal: {type(exc).__name__}: {exc}"
+        res.seconds = time.perf_counter() - t0
+        res.reward = _reward(res, reference_ms)
+        return res, artifacts
+
+    def _evaluate(self, cand: Candidate, res: CandidateResult, artifacts: dict[str, str]) -> None:
+        cfg, family, backend = self.cfg, self.family, self.backend
+        filename = getattr(family, "source_path", None) or f"<{cand.id}>"
+        stage = "parse"
+        try:
+            ir = self.dsl.parse(cand.source, cand.entry, filename)
+            stage = "policy"
+            backend.validate_policy(cand.policy)
+        except ArgusError as exc:
+            res.failure = f"{stage}: {exc}"
+            return
+
+        t = time.perf_counter()
+        res.verify = self.verifier.verify(ir, cand.policy, dict(cfg.verifier))
+        res.verify.seconds = res.verify.seconds or time.perf_counter() - t
+        if res.verify.counterexamples:
+            artifacts["counterexamples.json"] = json.dumps(res.verify.counterexamples, indent=2, default=str)
+        if res.verify.status == "violated" or (res.verify.status == "unknown" and cfg.verifier.fail_on_unknown):
+            res.failure = f"verify: {res.verify.summary or res.verify.status}"
+            return
+
+        try:
+            res.lowered = self.dsl.lower(ir, cand.policy, backend.lowering, dict(backend.lowering_options))
+        except ArgusError as exc:
+            res.failure = f"lower: {exc}"
+            return
+        artifacts["lowered_triton.py"] = res.lowered.source
+
+        dtypes = {t.name: cfg.kernel.dtype for t in ir.tensors}
+        res.compile = backend.compile(res.lowered, dtypes, cand.policy)
+        if res.compile.asm:
+            artifacts[f"kernel.{res.compile.asm_kind or 'asm'}"] = res.compile.asm
+        if not res.compile.ok:
+            res.failure = f"compile: {_first_line(res.compile.error)}"
+            return
+
+        res.correctness = self._correctness(ir, cand, res)
+        if res.correctness is not None and not res.correctness.ok:
+            res.failure = f"correctness: {_first_line(res.correctness.error) or 'wrong result'}"
+            return
+
+        shape = dict(cfg.kernel.shape)
+        res.timing = backend.estimate(family, shape, cfg.kernel.dtype, cand.policy, res.compile)
+
+    def _correctness(self, ir: Any, cand: Candidate, res: CandidateResult) -> CorrectnessReport | None:
+        from argus_core.evaluate.correctness import check_correctness
+
+        ev = self.cfg.evaluate
+        mode = ev.correctness
+        if mode == "off":
+            return None
+        use_device = mode == "device" or (
+            mode == "auto" and self.backend.name != "interpret" and self.backend.device_available()
+        )
+        if use_device:
+            runner, lowered = "device", res.lowered
+        else:
+            interp = self.registry.get("backend", "interpret")
+            runner = "interpret"
+            lowered = self.dsl.lower(ir, cand.policy, interp.lowering, dict(interp.lowering_options))
+        shapes = [dict(s) for s in self.cfg.kernel.check_shapes] or [dict(self.cfg.kernel.shape)]
+        return check_correctness(
+            lowered,
+            self.family.name,
+            shapes,
+            self.cfg.kernel.dtype,
+            trials=int(ev.trials),
+            seed=int(self.cfg.seed) + res.index * 1000,
+            runner=runner,
+            timeout_s=float(ev.timeout_s),
+        )
+
+
+def _first_line(text: str) -> str:
+    lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _reward(res: CandidateResult, reference_ms: float | None) -> float:
+    """Speedup over the reference candidate's time; failures are penalized by stage."""
+    if res.failure is not None:
+        return -1.0 if res.failure.startswith(("verify", "correctness")) else -0.5
+    if res.timing is None or not res.timing.ms:
+        return 0.0
+    return (reference_ms or res.timing.ms) / res.timing.ms
+
+
+def _best(results: list[CandidateResult]) -> CandidateResult | None:
+    timed = [r for r in results if r.ok and r.timing is not None]
+    return min(timed, key=lambda r: r.timing.ms) if timed else None
+
+
+def _run_dir(cfg: DictConfig) -> str:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return HydraConfig.get().runtime.output_dir
+    except Exception:
+        path = os.path.join(".argus", "runs", time.strftime("%Y-%m-%d_%H-%M-%S"))
+        os.makedirs(path, exist_ok=True)
+        return path
+
+
+def run(cfg: DictConfig) -> int:
+    """Run one invocation; returns the exit code (0 when some candidate is correct)."""
+    from argus_core.progress import Progress
+    from argus_core.summary import render_table
+
+    pm = default_plugin_manager()
+    registry = Registry(pm)
+    try:
+        stages = Stages.from_config(cfg, registry)
+        planner = registry.get("planner", cfg.planner.name)
+        tracker_factory = registry.get("tracking", cfg.tracking.name)
+        registry.get("llm", cfg.llm.name)
+    except ConfigError as exc:
+        print(f"argus: {exc}", file=sys.stderr)
+        return 2
+
+    run_dir = _run_dir(cfg)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    info = RunInfo(
+        run_id=uuid.uuid4().hex[:12],
+        kernel=cfg.kernel.name,
+        backend=cfg.backend.name,
+        planner=cfg.planner.name,
+        config=resolved,  # type: ignore[arg-type]
+        output_dir=run_dir,
+        budget=int(cfg.budget),
+    )
+    listener = tracker_factory.create(cfg.tracking, run_dir)
+    pm.register(listener)
+    session = planner.create(
+        cfg.planner,
+        {"family": stages.family, "backend": stages.backend, "kernel_cfg": cfg.kernel,
+         "backend_cfg": cfg.backend, "seed": int(cfg.seed), "budget": int(cfg.budget)},
+    )
+    results: list[CandidateResult] = []
+    status = "FAILED"
+    progress = Progress(int(cfg.budget), enabled={"on": True, "off": False}.get(cfg.progress))
+    try:
+        pm.hook.argus_on_run_start(run=info)
+        with progress:
+            while len(results) < int(cfg.budget):
+                batch = session.propose(int(cfg.budget) - len(results))
+                if not batch:
+                    break
+                for cand in batch:
+                    ref = _best(results)
+                    res, artifacts = stages.evaluate(cand, len(results), _reference_ms(results, ref))
+                    res.candidate = cand
+                    results.append(res)
+                    session.observe(res)
+                    pm.hook.argus_on_candidate_result(run=info, result=res, artifacts=artifacts)
+                    progress.advance(res)
+        status = "FINISHED"
+    except KeyboardInterrupt:
+        status = "KILLED"
+        print("\nargus: interrupted; what finished is recorded", file=sys.stderr)
+    finally:
+        pm.hook.argus_on_run_end(run=info, results=results, status=status)
+        pm.unregister(listener)
+
+    estimated = any(r.timing is not None and r.timing.estimated for r in results)
+    print(f"\nargus: kernel={cfg.kernel.name} backend={cfg.backend.name} planner={cfg.planner.name} "
+          f"verifier={cfg.verifier.name} candidates={len(results)}")
+    print(render_table(results, estimated=estimated))
+    for line in getattr(listener, "summary_lines", lambda: [])():
+        print(line)
+    with open(os.path.join(run_dir, "results.json"), "w") as f:
+        json.dump([r.to_dict() for r in results], f, indent=2, default=str)
+    print(f"Run directory: {os.path.abspath(run_dir)}")
+    if status == "KILLED":
+        return 130
+    return 0 if any(r.ok for r in results) else 1
+
+
+def _reference_ms(results: list[CandidateResult], best: CandidateResult | None) -> float | None:
+    """The first correct candidate's time: rewards are speedups over the starting policy."""
+    for r in results:
+        if r.ok and r.timing is not None:
+            return r.timing.ms
+    return best.timing.ms if best and best.timing else None
+
+
+__all__ = ["run", "Stages", "TimingReport", "VerifyReport"]

@@ -1,0 +1,615 @@
+"""The Argus tile-level DSL. Kernel modules use it as `from argus_plugins.dsl.tile import lang as al`.
+
+Layouts are values: a global tensor carries its layout (extents and strides, symbolic), and
+a tile view is made by dividing that layout by a tile shape and indexing the rest modes
+(`a.tile(BM, BK)[pm, k]`), never by hand-written pointer arithmetic. Loading a view gives a
+tile whose elements carry their global coordinates.
+"""
+
+from __future__ import annotations
+
+import dis
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from argus_core.errors import DSLError
+from argus_core.ir import (
+    Carry,
+    Cast,
+    Dot,
+    Elementwise,
+    Expr,
+    Full,
+    IntLike,
+    Let,
+    Load,
+    Loop,
+    Op,
+    Reduce,
+    Store,
+    Sym,
+    TensorParam,
+    Value,
+    View,
+    Zeros,
+    as_expr,
+    elem_sym,
+    land,
+)
+from argus_core.ir import cdiv as _cdiv
+from argus_core.ir import emax as _emax
+from argus_core.ir import emin as _emin
+from argus_core.layout import Layout
+from argus_core.layout.tile import tile_coords
+from argus_plugins.dsl.tile import tracer
+
+# ------------------------------------------------------------------------------- types
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str  # f32 f16 bf16 i32 i1, or like:<tensor>
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+f32, f16, bf16, i32, i1 = DType("f32"), DType("f16"), DType("bf16"), DType("i32"), DType("i1")
+DTYPES = {"f32": f32, "f16": f16, "bf16": bf16, "i32": i32, "i1": i1}
+
+
+class constexpr:
+    """Annotation: a compile-time constant taken from the candidate's policy (tile sizes)."""
+
+
+@dataclass(frozen=True)
+class _TensorAnnotation:
+    dims: tuple[str, ...]
+
+
+class Tensor:
+    """Annotation: `Tensor["M", "K"]` is a 2-D global tensor whose extents are the shape
+    symbols M and K. Tensors sharing a symbol must agree on that extent at launch."""
+
+    def __class_getitem__(cls, dims: str | tuple[str, ...]) -> _TensorAnnotation:
+        dims = (dims,) if isinstance(dims, str) else tuple(dims)
+        for d in dims:
+            if not (isinstance(d, str) and d.isidentifier()):
+                raise DSLError(f"Tensor dims must be identifiers like 'M', got {d!r}")
+        return _TensorAnnotation(dims)
+
+
+@dataclass
+class KernelDef:
+    """What `@al.kernel` returns: the Python function, traced later by the front end."""
+
+    fn: Callable[..., Any]
+
+    @property
+    def __name__(self) -> str:  # noqa: A003
+        return self.fn.__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise DSLError(
+            f"kernel {self.fn.__name__!r} is not called directly; the pipeline traces, "
+            "verifies, lowers and launches it"
+        )
+
+
+def kernel(fn: Callable[..., Any]) -> KernelDef:
+    return KernelDef(fn)
+
+
+# ------------------------------------------------------------------------ global tensors
+
+
+class TensorArg:
+    """A global tensor inside a traced kernel."""
+
+    def __init__(self, param: TensorParam):
+        self.param = param
+        self.layout = Layout(param.dims, param.strides)
+
+    @property
+    def name(self) -> str:
+        return self.param.name
+
+    @property
+    def shape(self) -> tuple[Sym, ...]:
+        return self.param.dims
+
+    @property
+    def dtype(self) -> DType:
+        return DType(f"like:{self.param.name}")
+
+    def tile(self, *tiler: IntLike) -> TiledTensor:
+        """Divide this tensor's layout into tiles of shape `tiler` (partial tiles at the edges)."""
+        if len(tiler) != len(self.shape):
+            raise tracer.fail(
+                f"{self.name}.tile{tuple(tiler)} needs {len(self.shape)} tile sizes, one per dim "
+                f"{self.shape}, got {len(tiler)}"
+            )
+        return TiledTensor(self, tuple(tiler))
+
+    def __repr__(self) -> str:
+        return f"{self.name}{list(self.shape)}"
+
+
+class TiledTensor:
+    """A tensor divided into tiles: index it with tile coordinates to get a view."""
+
+    def __init__(self, tensor: TensorArg, tiler: tuple[IntLike, ...]):
+        self.tensor, self.tiler = tensor, tiler
+
+    @property
+    def shape(self) -> tuple[IntLike, ...]:
+        """Number of tiles along each dim (partial tiles count)."""
+        return tuple(_cdiv(d, t) for d, t in zip(self.tensor.shape, self.tiler))
+
+    def __getitem__(self, index: Any) -> TileView:
+        index = index if isinstance(index, tuple) else (index,)
+        if len(index) != len(self.tiler):
+            raise tracer.fail(
+                f"tile index {index} of {self.tensor.name} needs {len(self.tiler)} coordinates"
+            )
+        elems = tuple(elem_sym(d, t) for d, t in enumerate(self.tiler))
+        coords, in_bounds = tile_coords(self.tiler, index, elems, self.tensor.shape)
+        desc = f"{self.tensor.name}.tile({', '.join(map(str, self.tiler))})[{', '.join(map(str, index))}]"
+        view = View(
+            tensor=self.tensor.param,
+            shape=self.tiler,
+            coords=coords,
+            offset=self.tensor.layout(coords),  # the tensor's layout applied to the coordinates
+            in_bounds=as_expr(in_bounds),
+            desc=desc,
+        )
+        return TileView(view)
+
+
+class TileView:
+    """A tile-shaped window of a global tensor (what `load` reads and `store` writes)."""
+
+    def __init__(self, view: View):
+        self.view = view
+
+    def coord(self, dim: int) -> IntLike:
+        """The global coordinate along `dim` of each element (an expression over the tile)."""
+        return self.view.coords[dim]
+
+    @property
+    def in_bounds(self) -> Expr:
+        return self.view.in_bounds
+
+
+# ---------------------------------------------------------------------------------- tiles
+
+
+def _dtype_name(dt: DType | str) -> str:
+    if isinstance(dt, DType):
+        return dt.name
+    if isinstance(dt, str) and (dt in DTYPES or dt.startswith("like:")):
+        return dt
+    raise tracer.fail(f"invalid dtype {dt!r}; valid choices: {', '.join(DTYPES)} or tensor.dtype")
+
+
+def _new(shape: tuple[IntLike, ...], dtype: str) -> Value:
+    return Value(tuple(shape), dtype)
+
+
+class Tile:
+    """A tile of values in registers (wraps an IR value)."""
+
+    def __init__(self, value: Value):
+        self._value = value
+
+    @property
+    def shape(self) -> tuple[IntLike, ...]:
+        return self._value.shape
+
+    @property
+    def dtype(self) -> DType:
+        return DType(self._value.dtype)
+
+    def to(self, dtype: DType | str) -> Tile:
+        out = _new(self.shape, _dtype_name(dtype))
+        tracer.state().emit(Cast(tracer.point("cast"), out, self._value))
+        return Tile(out)
+
+    def _bin(self, fn: str, other: Any, swap: bool = False) -> Tile:
+        args = [other, self] if swap else [self, other]
+        return _elementwise(fn, args)
+
+    def __add__(self, o):
+        return self._bin("add", o)
+
+    def __radd__(self, o):
+        return self._bin("add", o, True)
+
+    def __sub__(self, o):
+        return self._bin("sub", o)
+
+    def __rsub__(self, o):
+        return self._bin("sub", o, True)
+
+    def __mul__(self, o):
+        return self._bin("mul", o)
+
+    def __rmul__(self, o):
+        return self._bin("mul", o, True)
+
+    def __truediv__(self, o):
+        return self._bin("div", o)
+
+    def __rtruediv__(self, o):
+        return self._bin("div", o, True)
+
+    def __neg__(self):
+        return _elementwise("neg", [self])
+
+    def __bool__(self) -> bool:
+        raise tracer.fail("a tile has no truth value at trace time; use al.where")
+
+    def __repr__(self) -> str:
+        return f"Tile{self._value!r}{list(self.shape)}:{self._value.dtype}"
+
+
+_FLOAT_RANK = {"f16": 1, "bf16": 1, "f32": 2}
+
+
+def _result_dtype(tiles: list[Value]) -> str:
+    dts = [t.dtype for t in tiles]
+    if "f32" in dts:
+        return "f32"
+    return dts[0]
+
+
+def _broadcast_shape(shapes: list[tuple[IntLike, ...]]) -> tuple[IntLike, ...]:
+    out = shapes[0]
+    for s in shapes[1:]:
+        if s != out:
+            raise tracer.fail(f"tile shapes {out} and {s} do not match (no implicit broadcast)")
+    return out
+
+
+def _elementwise(fn: str, args: list[Any]) -> Tile:
+    vals: list[Any] = []
+    for a in args:
+        if isinstance(a, Tile):
+            vals.append(a._value)
+        elif isinstance(a, int | float | Expr):
+            vals.append(a)
+        else:
+            raise tracer.fail(f"{fn}: cannot use {type(a).__name__} {a!r} in tile arithmetic")
+    tiles = [v for v in vals if isinstance(v, Value)]
+    if not tiles:
+        raise tracer.fail(f"{fn} needs at least one tile operand")
+    out = _new(_broadcast_shape([t.shape for t in tiles]), _result_dtype(tiles))
+    if fn in ("lt", "le", "gt", "ge", "eq", "ne"):
+        out.dtype = "i1"
+    tracer.state().emit(Elementwise(tracer.point(fn), out, fn, vals))
+    return Tile(out)
+
+
+# ------------------------------------------------------------------------- program ids
+
+
+@dataclass(frozen=True)
+class Order:
+    kind: str  # "row_major" | "grouped"
+    group: IntLike = 1
+
+
+row_major = Order("row_major")
+
+
+def grouped(group: IntLike) -> Order:
+    """Grouped (swizzled) program order: GROUP rows of tiles are walked column by column, so
+    programs running together share A and B tiles in L2."""
+    return Order("grouped", group)
+
+
+def _let(name: str, expr: IntLike, op: str = "program_ids") -> Sym:
+    st = tracer.state()
+    sym = Sym(tracer.fresh_name(name), "pid")
+    st.emit(Let(tracer.point(op), sym, expr))
+    return sym
+
+
+def program_ids(grid: Sequence[IntLike], order: Order = row_major) -> tuple[Sym, ...]:
+    """Launch a 1-D grid of prod(grid) programs and give each its coordinates in `grid`."""
+    st = tracer.state()
+    if st.grid is not None:
+        raise tracer.fail("program_ids may be called once per kernel")
+    grid = tuple(grid)
+    total: IntLike = 1
+    for g in grid:
+        total = total * g
+    st.grid = (total,)
+    pid = Sym(tracer.fresh_name("pid"), "pid", 0, total)
+    st.emit(Let(tracer.point("program_id"), pid, Sym("program_id_0", "pid", 0, total)))
+    if order.kind == "grouped":
+        if len(grid) != 2:
+            raise tracer.fail(f"grouped order needs a 2-D grid, got {len(grid)}-D {grid}")
+        n_m, n_n = (_let("num_pid_m", grid[0]), _let("num_pid_n", grid[1]))
+        in_group = _let("num_pid_in_group", order.group * n_n)
+        first_m = _let("first_pid_m", (pid // in_group) * order.group)
+        size_m = _let("group_size_m", _emin(n_m - first_m, order.group))
+        pm = _let("pid_m", first_m + (pid % in_group) % size_m)
+        pn = _let("pid_n", (pid % in_group) // size_m)
+        return (pm, pn)
+    # row-major: the last grid dim varies fastest
+    out: list[Sym] = []
+    rest: IntLike = pid
+    for d in range(len(grid) - 1, -1, -1):
+        out.append(_let(f"pid_{d}", rest % grid[d] if d > 0 else rest))
+        rest = rest // grid[d]
+    return tuple(reversed(out))
+
+
+def cdiv(a: Any, b: Any) -> Any:
+    """Ceiling division; elementwise over tuples (`al.cdiv(c.shape, (BM, BN))`)."""
+    if isinstance(a, tuple):
+        b = b if isinstance(b, tuple) else (b,) * len(a)
+        return tuple(_cdiv(x, y) for x, y in zip(a, b))
+    return _cdiv(a, b)
+
+
+def minimum(a: Any, b: Any) -> Any:
+    if isinstance(a, Tile) or isinstance(b, Tile):
+        return _elementwise("minimum", [a, b])
+    return _emin(a, b)
+
+
+def maximum(a: Any, b: Any) -> Any:
+    if isinstance(a, Tile) or isinstance(b, Tile):
+        return _elementwise("maximum", [a, b])
+    return _emax(a, b)
+
+
+# ---------------------------------------------------------------------------------- loops
+
+
+def _assigned_name(frame) -> str | None:
+    """The loop target name: the STORE instruction right after the FOR_ITER being run."""
+    if frame is None:
+        return None
+    instrs = list(dis.get_instructions(frame.f_code))
+    for i, ins in enumerate(instrs):
+        if ins.offset == frame.f_lasti and i + 1 < len(instrs):
+            nxt = instrs[i + 1]
+            if nxt.opname in ("STORE_FAST", "STORE_NAME", "STORE_DEREF"):
+                return str(nxt.argval)
+    return None
+
+
+class range:  # noqa: N801  (mirrors Python's range)
+    """`for k in al.range(n)`: a loop traced once with a symbolic induction variable."""
+
+    def __init__(self, start: IntLike, stop: IntLike | None = None, step: IntLike = 1):
+        if stop is None:
+            start, stop = 0, start
+        self.start, self.stop, self.step = start, stop, step
+        self._entered = False
+        self._done = False
+
+    def __iter__(self) -> range:
+        return self
+
+    def __next__(self) -> Sym:
+        st = tracer.state()
+        frame = tracer.kernel_frame()
+        if self._done:
+            raise StopIteration
+        if not self._entered:
+            self._entered = True
+            self._point = tracer.point("range")
+            self._before = dict(frame.f_locals) if frame else {}
+            name = _assigned_name(frame) or "k"
+            self.var = Sym(tracer.fresh_name(name), "loop", 0, None)
+            st.scopes.append([])
+            return self.var
+        self._done = True
+        body = st.scopes.pop()
+        after = dict(frame.f_locals) if frame else {}
+        carried = self._carried(body, after)
+        st.emit(Loop(self._point, self.var, self.start, self.stop, self.step, body, carried))
+        raise StopIteration
+
+    def _carried(self, body: list[Op], after: dict[str, Any]) -> list[Carry]:
+        defined_in_body = {id(op.result) for op in _walk(body) if op.result is not None}
+        carried: list[Carry] = []
+        for var, new in after.items():
+            old = self._before.get(var)
+            if isinstance(new, Expr) and isinstance(old, Expr) and new is not old and not (
+                isinstance(new, Sym) and new == self.var
+            ):
+                if old != new:
+                    raise DSLError(
+                        f"loop-carried scalar {var!r} is not supported; compute it from the loop "
+                        f"variable {self.var.name!r} instead",
+                        f"{self._point.file}:{self._point.line}",
+                    )
+            if not (isinstance(new, Tile) and isinstance(old, Tile)) or new._value is old._value:
+                continue
+            y = new._value
+            if id(y) not in defined_in_body:
+                continue
+            init = old._value
+            name = init.name or var
+            inner = Value(y.shape, y.dtype, name)
+            arg = Value(init.shape, init.dtype, name)
+            if tuple(y.shape) != tuple(init.shape):
+                raise DSLError(
+                    f"loop-carried {var!r} changes shape from {init.shape} to {y.shape}",
+                    f"{self._point.file}:{self._point.line}",
+                )
+            _rewrite(body, y, inner, defining=True)
+            _rewrite(body, init, arg)
+            y.name = name
+            carried.append(Carry(init=init, arg=arg, yielded=inner, result=y))
+        return carried
+
+
+def _walk(ops: list[Op]):
+    for op in ops:
+        yield op
+        if isinstance(op, Loop):
+            yield from _walk(op.body)
+
+
+def _rewrite(ops: list[Op], old: Value, new: Value, defining: bool = False) -> None:
+    for op in _walk(ops):
+        if defining and getattr(op, "out", None) is old:
+            op.out = new
+        op.replace_operand(old, new)
+        if isinstance(op, Loop):
+            for c in op.carried:
+                if c.init is old:
+                    c.init = new
+
+
+# ----------------------------------------------------------------------- tile creation
+
+
+def _shape(shape: Sequence[IntLike]) -> tuple[IntLike, ...]:
+    shape = tuple(shape)
+    for s in shape:
+        if not isinstance(s, int | Expr):
+            raise tracer.fail(f"tile shape entries must be ints or constexprs, got {s!r}")
+    return shape
+
+
+def zeros(shape: Sequence[IntLike], dtype: DType | str = f32) -> Tile:
+    out = _new(_shape(shape), _dtype_name(dtype))
+    tracer.state().emit(Zeros(tracer.point("zeros"), out))
+    return Tile(out)
+
+
+def full(shape: Sequence[IntLike], value: float, dtype: DType | str = f32) -> Tile:
+    out = _new(_shape(shape), _dtype_name(dtype))
+    tracer.state().emit(Full(tracer.point("full"), out, float(value)))
+    return Tile(out)
+
+
+# --------------------------------------------------------------------------------- memory
+
+
+def _check_view(view: Any, op: str) -> View:
+    if not isinstance(view, TileView):
+        raise tracer.fail(f"{op} takes a tile view like a.tile(BM, BK)[pm, k], got {type(view).__name__}")
+    return view.view
+
+
+def load(view: TileView, mask: Expr | None = None, other: float = 0.0, boundary: bool = True) -> Tile:
+    """Read a tile. With `boundary` (the default) elements outside the tensor are masked
+    (they read `other`); `mask` adds a condition of your own."""
+    v = _check_view(view, "load")
+    m = land(v.in_bounds if boundary else None, mask)
+    out = _new(v.shape, f"like:{v.tensor.name}")
+    tracer.state().emit(Load(tracer.point("load"), out, v, None if m == as_expr(1) else m, float(other)))
+    return Tile(out)
+
+
+def store(view: TileView, value: Tile, mask: Expr | None = None, boundary: bool = True) -> None:
+    """Write a tile where the view lies inside the tensor (and `mask` holds)."""
+    v = _check_view(view, "store")
+    if not isinstance(value, Tile):
+        raise tracer.fail(f"store needs a tile value, got {type(value).__name__}")
+    if tuple(value.shape) != tuple(v.shape):
+        raise tracer.fail(f"store of a {value.shape} tile into a {v.shape} view of {v.tensor.name}")
+    m = land(v.in_bounds if boundary else None, mask)
+    st = tracer.state()
+    st.emit(Store(tracer.point("store"), v, value._value, None if m == as_expr(1) else m))
+    if v.tensor.name not in st.written:
+        st.written.append(v.tensor.name)
+
+
+# ---------------------------------------------------------------------------------- math
+
+
+def dot(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:
+    """Matrix product of an (m, k) and a (k, n) tile, accumulated in fp32 (or into `acc`)."""
+    if not (isinstance(a, Tile) and isinstance(b, Tile)):
+        raise tracer.fail("dot takes two tiles")
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        raise tracer.fail(f"dot needs 2-D tiles, got {a.shape} and {b.shape}")
+    if a.shape[1] != b.shape[0]:
+        raise tracer.fail(f"dot contracts a's {a.shape[1]} with b's {b.shape[0]}: they differ")
+    shape = (a.shape[0], b.shape[1])
+    if acc is not None and tuple(acc.shape) != shape:
+        raise tracer.fail(f"dot accumulator has shape {acc.shape}, expected {shape}")
+    out = _new(shape, acc._value.dtype if acc is not None else "f32")
+    tracer.state().emit(Dot(tracer.point("dot"), out, a._value, b._value, acc._value if acc is not None else None))
+    return Tile(out)
+
+
+def where(cond: Any, a: Any, b: Any) -> Tile:
+    return _elementwise("where", [cond, a, b])
+
+
+def exp(x: Tile) -> Tile:
+    return _elementwise("exp", [x])
+
+
+def exp2(x: Tile) -> Tile:
+    return _elementwise("exp2", [x])
+
+
+def log(x: Tile) -> Tile:
+    return _elementwise("log", [x])
+
+
+def sqrt(x: Tile) -> Tile:
+    return _elementwise("sqrt", [x])
+
+
+def abs(x: Tile) -> Tile:  # noqa: A001
+    return _elementwise("abs", [x])
+
+
+def sigmoid(x: Tile) -> Tile:
+    return _elementwise("sigmoid", [x])
+
+
+def _reduce(fn: str, x: Tile, axis: int) -> Tile:
+    if not isinstance(x, Tile):
+        raise tracer.fail(f"{fn} takes a tile")
+    if not 0 <= axis < len(x.shape):
+        raise tracer.fail(f"{fn} axis {axis} out of range for a {len(x.shape)}-D tile")
+    shape = tuple(s for d, s in enumerate(x.shape) if d != axis)
+    out = _new(shape, x._value.dtype)
+    tracer.state().emit(Reduce(tracer.point(fn), out, fn, x._value, axis))
+    return Tile(out)
+
+
+def sum(x: Tile, axis: int) -> Tile:  # noqa: A001
+    return _reduce("sum", x, axis)
+
+
+def max(x: Tile, axis: int) -> Tile:  # noqa: A001
+    return _reduce("max", x, axis)
+
+
+def min(x: Tile, axis: int) -> Tile:  # noqa: A001
+    return _reduce("min", x, axis)
+
+
+__all__ = [
+    "DType", "Tensor", "Tile", "TileView", "abs", "bf16", "cdiv", "constexpr", "dot", "exp",
+    "exp2", "f16", "f32", "full", "grouped", "i1", "i32", "kernel", "load", "log", "max",
+    "maximum", "min", "minimum", "program_ids", "range", "row_major", "sigmoid", "sqrt",
+    "store", "sum", "where", "zeros",
+]
+
+_ = sys  # keep the module importable in restricted namespaces
+
+try:  # tags, tag assertions and explicit layouts live beside the core ops
+    from argus_plugins.dsl.tile.tags import *  # noqa: F401,F403,E402
+    from argus_plugins.dsl.tile.tags import __all__ as _tag_names  # noqa: E402
+
+    __all__ += list(_tag_names)
+except ModuleNotFoundError as _exc:  # pragma: no cover - only while tags.py does not exist
+    if _exc.name != "argus_plugins.dsl.tile.tags":
+        raise
