@@ -45,10 +45,19 @@ def _annotation(fn: Any, name: str, ns: dict[str, Any]) -> Any:
     return ann
 
 
+def _def_line(source: str, first: int) -> int:
+    """The `def` line of a decorated function (co_firstlineno is the decorator's)."""
+    lines = source.splitlines()
+    for n in range(first, len(lines) + 1):
+        if lines[n - 1].lstrip().startswith(("def ", "async def ")):
+            return n
+    return first
+
+
 def trace_kernel(kdef: lang.KernelDef, ns: dict[str, Any], filename: str, source: str = "") -> KernelIR:
     fn = kdef.fn
     code = fn.__code__
-    where = f"{filename}:{code.co_firstlineno}"
+    where = f"{filename}:{_def_line(source, code.co_firstlineno)}"
     argnames = code.co_varnames[: code.co_argcount]
     tensors: list[TensorParam] = []
     shape_syms: dict[str, Sym] = {}

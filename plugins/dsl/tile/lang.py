@@ -8,6 +8,7 @@ tile whose elements carry their global coordinates.
 
 from __future__ import annotations
 
+import builtins
 import dis
 import sys
 from collections.abc import Callable, Sequence
@@ -342,7 +343,7 @@ def program_ids(grid: Sequence[IntLike], order: Order = row_major) -> tuple[Sym,
     # row-major: the last grid dim varies fastest
     out: list[Sym] = []
     rest: IntLike = pid
-    for d in range(len(grid) - 1, -1, -1):
+    for d in builtins.range(len(grid) - 1, -1, -1):
         out.append(_let(f"pid_{d}", rest % grid[d] if d > 0 else rest))
         rest = rest // grid[d]
     return tuple(reversed(out))

@@ -7,6 +7,7 @@ statement carries a comment with the DSL line it came from.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from argus_core.errors import DSLError
@@ -233,7 +234,7 @@ def lower(ir: KernelIR, policy: Policy | None = None, options: dict[str, Any] | 
     em.ops(ir.ops, 1)
     sig = ", ".join(p.name + (": tl.constexpr" if p.kind == "constexpr" else "") for p in params)
     header = [
-        f"# Lowered by Argus from {ir.file} (kernel {ir.name!r}); do not edit.",
+        f"# Lowered by Argus from {os.path.basename(ir.file)} (kernel {ir.name!r}); do not edit.",
         "import triton",
         "import triton.language as tl",
         "",
