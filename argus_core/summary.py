@@ -1,0 +1,106 @@
+"""The end-of-run summary table, and the small judgements it shares with progress and tracking.
+
+`render_table` prints one fixed-width row per candidate. The helpers (`failure_parts`,
+`is_correct`, `best_result`, `format_ms`) are the one place that decides what "failed at
+which stage", "correct" and "best" mean, so the table, the progress lines and the MLflow
+tracker never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from argus_core.types import CandidateResult
+
+ESTIMATED_FOOTNOTE = "* estimated by the cost model (no GPU); not a measurement"
+MISSING = "-"
+
+
+def failure_parts(result: CandidateResult) -> tuple[str, str]:
+    """('stage', 'reason') of a failed result, ('', '') for one that did not fail.
+
+    `CandidateResult.failure` is 'stage: reason'; a failure without a colon is all stage.
+    """
+    if result.failure is None:
+        return "", ""
+    stage, _, reason = result.failure.partition(":")
+    return stage.strip(), reason.strip()
+
+
+def is_correct(result: CandidateResult) -> bool:
+    """True only when no stage failed and the output was checked against the reference and
+    matched; a candidate whose correctness was never checked is not called correct."""
+    return result.ok and result.correctness is not None and result.correctness.ok
+
+
+def best_result(results: Sequence[CandidateResult]) -> CandidateResult | None:
+    """The fastest correct result that has a time (first one on ties), or None."""
+    timed = [r for r in results if is_correct(r) and r.timing is not None]
+    return min(timed, key=lambda r: r.timing.ms) if timed else None  # type: ignore[union-attr]
+
+
+def format_ms(ms: float | None) -> str:
+    """A time in milliseconds with three decimals (four significant digits below 0.1 ms)."""
+    if ms is None:
+        return MISSING
+    return f"{ms:.3f}" if ms >= 0.1 else f"{ms:.4g}"
+
+
+def _num(value: int | float | None) -> str:
+    return MISSING if value is None else str(value)
+
+
+def _correct_cell(result: CandidateResult) -> str:
+    if result.correctness is None:
+        return MISSING
+    return "yes" if result.correctness.ok else "no"
+
+
+def _status_cell(result: CandidateResult, best: CandidateResult | None) -> str:
+    if result.failure is not None:
+        return f"FAILED {failure_parts(result)[0]}"
+    return "BEST" if result is best else "ok"
+
+
+def _compile_cell(field: str) -> Callable[[CandidateResult], str]:
+    return lambda r: _num(getattr(r.compile, field)) if r.compile is not None else MISSING
+
+
+# (header, cell, right-aligned); the status column is added by render_table (it needs `best`)
+_COLUMNS: list[tuple[str, Callable[[CandidateResult], str], bool]] = [
+    ("candidate", lambda r: r.candidate.id, False),
+    ("policy", lambda r: r.candidate.policy.key(), False),
+    ("correct?", _correct_cell, False),
+    ("VGPRs", _compile_cell("registers"), True),
+    ("spills", _compile_cell("spills"), True),
+    ("LDS bytes", _compile_cell("shared_bytes"), True),
+    ("occupancy", _compile_cell("occupancy"), True),
+    ("MFMA count", _compile_cell("mma_count"), True),
+    ("time", lambda r: format_ms(r.timing.ms) if r.timing is not None else MISSING, True),
+]
+
+
+def render_table(results: list[CandidateResult], estimated: bool) -> str:
+    """A fixed-width text table, one row per result in the given order, ending without a newline.
+
+    The time column is headed `est. ms*` and followed by the footnote line
+    `ESTIMATED_FOOTNOTE` when `estimated`, and headed `ms` otherwise. The status column says
+    `BEST` for the fastest correct candidate, `ok` for other successes and `FAILED <stage>`
+    for failures. Missing numbers print as `-`.
+    """
+    best = best_result(results)
+    headers = [h if h != "time" else ("est. ms*" if estimated else "ms") for h, _, _ in _COLUMNS]
+    headers.append("status")
+    right = [r for _, _, r in _COLUMNS] + [False]
+    rows = [[cell(r) for _, cell, _ in _COLUMNS] + [_status_cell(r, best)] for r in results]
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: list[str]) -> str:
+        padded = [c.rjust(w) if ra else c.ljust(w) for c, w, ra in zip(cells, widths, right)]
+        return "  ".join(padded).rstrip()
+
+    out = [line(headers), "  ".join("-" * w for w in widths)]
+    out += [line(row) for row in rows] if rows else ["(no candidates)"]
+    if estimated:
+        out.append(ESTIMATED_FOOTNOTE)
+    return "\n".join(out)

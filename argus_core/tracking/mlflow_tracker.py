@@ -1,0 +1,316 @@
+"""The MLflow listener: one parent run per invocation, one child run per candidate.
+
+mlflow is imported only inside these methods (`_import_mlflow`), so importing this module
+costs nothing and machines without mlflow can still run Argus with `tracking=none`.
+Every hook is best effort: a tracking failure (store unreachable, bad URI, mlflow missing)
+logs one warning and the run goes on untracked.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import argus_core
+from argus_core.hookspecs import hookimpl
+from argus_core.summary import best_result, failure_parts, is_correct, render_table
+from argus_core.tracking.config import (
+    MAX_PARAM_VALUE_LENGTH,
+    MAX_RUN_NAME_LENGTH,
+    MAX_TAG_VALUE_LENGTH,
+    MlflowSettings,
+    clean_key,
+    clip,
+    field,
+    flatten_config,
+    is_local_uri,
+)
+from argus_core.tracking.metadata import git_commit
+from argus_core.types import CandidateResult, RunInfo
+
+log = logging.getLogger("argus.tracking")
+
+END_STATUSES = ("FINISHED", "FAILED", "KILLED")
+
+
+def _import_mlflow() -> Any:
+    # telemetry off before the first import reads it; the user's own choice wins
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    import mlflow
+
+    # creating a SQLite store logs its schema migrations at INFO; that is noise to a user
+    for name in ("mlflow.store.db.utils", "alembic.runtime.migration"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return mlflow
+
+
+class MlflowTracker:
+    """Listener for the event hooks; register it with the plugin manager for one invocation."""
+
+    def __init__(self, cfg: Any, run_dir: str, cwd: str | None = None):
+        self.settings = MlflowSettings.from_config(cfg, cwd)
+        self.run_dir = run_dir
+        self.experiment_id: str | None = None
+        self.parent_run_id: str | None = None
+        self.error: str | None = None  # the first tracking failure, if any
+        self._client: Any = None
+        self._lock = threading.Lock()  # events may arrive from an evaluator pool's threads
+        if importlib.util.find_spec("mlflow") is None:
+            self._fail(
+                "start",
+                "mlflow is not installed (pip install 'argus-kernels[tracking]', "
+                "or choose tracking=none)",
+            )
+
+    # ------------------------------------------------------------------ event hooks
+
+    @hookimpl
+    def argus_on_run_start(self, run: RunInfo) -> None:
+        """Create (or reuse) the experiment and open the parent run."""
+        if self.error is None:
+            self._safely("start", lambda: self._start(run))
+
+    @hookimpl
+    def argus_on_candidate_result(
+        self, run: RunInfo, result: CandidateResult, artifacts: dict[str, str]
+    ) -> None:
+        """Log the candidate as a finished child run with its params, metrics and artifacts."""
+        if self.parent_run_id is not None:
+            self._safely(f"candidate {result.candidate.id}", lambda: self._child(result, artifacts))
+
+    @hookimpl
+    def argus_on_run_end(self, run: RunInfo, results: list[CandidateResult], status: str) -> None:
+        """Log the run's best figures and summary table, then close the parent with `status`."""
+        if self.parent_run_id is not None:
+            self._safely("end", lambda: self._end(results, status))
+
+    # ------------------------------------------------------------------ what the user sees
+
+    def summary_lines(self) -> list[str]:
+        """Where the store is and how to open it; or why nothing (or not all) was logged."""
+        uri, experiment = self.settings.uri, self.settings.experiment
+        if self.parent_run_id is None:
+            reason = self.error or "no run was started"
+            return [f"MLflow tracking off: {reason}; nothing was logged to {uri}"]
+        lines = [f"MLflow store: {uri} (experiment '{experiment}', run {self.parent_run_id})"]
+        if is_local_uri(uri):
+            lines.append(f"Open the UI: mlflow ui --backend-store-uri {uri} --port 5000")
+        else:
+            run_path = f"#/experiments/{self.experiment_id}/runs/{self.parent_run_id}"
+            lines.append(f"Open the UI: {uri.rstrip('/')}/{run_path}")
+        if self.error is not None:
+            lines.append(f"MLflow tracking incomplete: {self.error}")
+        return lines
+
+    # ------------------------------------------------------------------ the work
+
+    def _start(self, run: RunInfo) -> None:
+        mlflow = _import_mlflow()
+        from mlflow.entities import Param
+
+        client = mlflow.MlflowClient(tracking_uri=self.settings.uri)
+        experiment_id = self._experiment(client)
+        name = self.settings.run_name or (
+            f"{run.kernel}-{run.planner}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
+        parent = client.create_run(
+            experiment_id, tags=self._parent_tags(run), run_name=clip(name, MAX_RUN_NAME_LENGTH)
+        )
+        self._client, self.experiment_id = client, experiment_id
+        self.parent_run_id = parent.info.run_id
+        params = [Param(k, v) for k, v in _parent_params(run).items()]
+        client.log_batch(self.parent_run_id, params=params)
+
+    def _experiment(self, client: Any) -> str:
+        from mlflow.exceptions import MlflowException
+
+        name = self.settings.experiment
+        found = client.get_experiment_by_name(name)
+        if found is None:
+            try:
+                return client.create_experiment(
+                    name, artifact_location=self.settings.artifact_location
+                )
+            except MlflowException:
+                # another process of a multirun sweep may have created it just now
+                found = client.get_experiment_by_name(name)
+                if found is None:
+                    raise
+        if found.lifecycle_stage == "deleted":
+            client.restore_experiment(found.experiment_id)
+        return found.experiment_id
+
+    def _parent_tags(self, run: RunInfo) -> dict[str, str]:
+        tags = {
+            "argus.version": argus_core.__version__,
+            "argus.host": socket.gethostname(),
+            "argus.run_id": run.run_id,
+            "argus.output_dir": run.output_dir,
+            "argus.run_dir": str(self.run_dir),
+        }
+        commit = git_commit()
+        if commit:
+            tags["mlflow.source.git.commit"] = commit
+        tags.update(run.tags)
+        return {clean_key(k): clip(v, MAX_TAG_VALUE_LENGTH) for k, v in tags.items()}
+
+    def _child(self, result: CandidateResult, artifacts: dict[str, str]) -> None:
+        from mlflow.entities import Metric, Param
+
+        client, cand = self._client, result.candidate
+        tags = {"mlflow.parentRunId": self.parent_run_id, **_candidate_tags(result)}
+        child = client.create_run(
+            self.experiment_id,
+            tags=tags,
+            run_name=clip(f"{cand.id} {cand.policy.key()}", MAX_RUN_NAME_LENGTH),
+        )
+        child_id = child.info.run_id
+        try:
+            now = int(time.time() * 1000)
+            metrics = [
+                Metric(k, float(v), now, result.index)
+                for k, v in _candidate_metrics(result).items()
+            ]
+            params = [Param(k, v) for k, v in _candidate_params(result).items()]
+            client.log_batch(child_id, metrics=metrics, params=params)
+            for name, text in artifacts.items():
+                client.log_text(child_id, text, name)
+            client.log_text(child_id, result.to_json(), "result.json")
+        except Exception:
+            client.set_terminated(child_id, "FAILED")
+            raise
+        client.set_terminated(child_id, "FINISHED" if result.ok else "FAILED")
+
+    def _end(self, results: list[CandidateResult], status: str) -> None:
+        from mlflow.entities import Metric
+
+        if status not in END_STATUSES:
+            log.warning(
+                "run end status %r is not one of %s; recording FAILED", status, END_STATUSES
+            )
+            status = "FAILED"
+        client, parent = self._client, self.parent_run_id
+        best = best_result(results)
+        values: dict[str, float] = {
+            "n_candidates": len(results),
+            "n_correct": sum(is_correct(r) for r in results),
+            "n_failed": sum(not r.ok for r in results),
+        }
+        if best is not None and best.timing is not None:
+            values[f"best_{_time_kind(best)}_ms"] = best.timing.ms
+            if best.timing.speedup is not None:
+                values["best_speedup"] = best.timing.speedup
+        now = int(time.time() * 1000)
+        client.log_batch(parent, metrics=[Metric(k, float(v), now, 0) for k, v in values.items()])
+        estimated = any(r.timing is not None and r.timing.estimated for r in results)
+        client.log_text(parent, render_table(results, estimated) + "\n", "summary.txt")
+        client.set_terminated(parent, status)
+
+    def _safely(self, what: str, action: Callable[[], None]) -> None:
+        with self._lock:
+            try:
+                action()
+            except Exception as exc:  # tracking must never end the run
+                self._fail(what, f"{type(exc).__name__}: {exc}")
+
+    def _fail(self, what: str, reason: str) -> None:
+        if self.error is None:
+            log.warning(
+                "MLflow tracking to %s failed at %s (%s); the run goes on without it",
+                self.settings.uri,
+                what,
+                reason,
+            )
+            self.error = f"{what}: {reason}"
+
+
+# ---------------------------------------------------------------------- what is logged
+
+
+def _time_kind(result: CandidateResult) -> str:
+    return "estimated" if result.timing is not None and result.timing.estimated else "measured"
+
+
+def _parent_params(run: RunInfo) -> dict[str, str]:
+    config = run.config or {}
+    llm = field(config, "llm", {})
+    head: dict[str, Any] = {
+        "kernel": run.kernel,
+        "backend": run.backend,
+        "planner": run.planner,
+        "budget": run.budget,
+        "llm_model": field(llm, "model", field(llm, "name")),
+        "seed": field(config, "seed"),
+    }
+    flat = {f"config.{k}": v for k, v in flatten_config(config).items()}
+    merged = {k: v for k, v in head.items() if v is not None} | flat
+    return {clean_key(k): clip(v, MAX_PARAM_VALUE_LENGTH) for k, v in merged.items()}
+
+
+def _candidate_params(result: CandidateResult) -> dict[str, str]:
+    cand = result.candidate
+    params: dict[str, Any] = {
+        "candidate_id": cand.id,
+        "kernel": cand.kernel,
+        "entry": cand.entry,
+        "techniques": ",".join(cand.techniques) or "none",
+        "parent_candidate": cand.parent or "none",
+    }
+    params |= {f"policy.{k}": v for k, v in cand.policy.tiles.items()}
+    params |= {f"policy.{k}": v for k, v in cand.policy.compiler.items()}
+    return {clean_key(k): clip(v, MAX_PARAM_VALUE_LENGTH) for k, v in params.items()}
+
+
+def _candidate_tags(result: CandidateResult) -> dict[str, str]:
+    stage, reason = failure_parts(result)
+    tags = {"status": "ok" if result.ok else "failed", "verify_status": result.verify.status}
+    if not result.ok:
+        tags |= {"failure_stage": stage, "failure_reason": reason}
+    if result.verify.summary:
+        tags["verify_summary"] = result.verify.summary
+    if result.compile is not None:
+        tags["target"] = result.compile.target
+    if result.timing is not None:
+        tags |= {"timing": _time_kind(result), "timing_model": result.timing.model}
+    return {k: clip(v, MAX_TAG_VALUE_LENGTH) for k, v in tags.items()}
+
+
+_COMPILE_METRICS = (
+    "registers",
+    "sgprs",
+    "agprs",
+    "spills",
+    "scratch_bytes",
+    "occupancy",
+    "shared_bytes",
+    "mma_count",
+    "buffer_loads",
+)
+_TIMING_METRICS = ("tflops", "gbps", "pct_roofline", "baseline_ms", "speedup")
+
+
+def _candidate_metrics(result: CandidateResult) -> dict[str, float]:
+    """Every number known about the candidate; absent ones are left out, not zeroed."""
+    values: dict[str, Any] = {"correct": 1.0 if is_correct(result) else 0.0}
+    values["reward"] = result.reward
+    values["seconds"] = result.seconds
+    if result.verify.status != "skipped":
+        values["verify_seconds"] = result.verify.seconds
+        values["counterexamples"] = len(result.verify.counterexamples)
+    if result.compile is not None:
+        values |= {k: getattr(result.compile, k) for k in _COMPILE_METRICS}
+        values["compile_seconds"] = result.compile.seconds
+    if result.correctness is not None:
+        values["correctness_seconds"] = result.correctness.seconds
+        values["max_abs_err"] = result.correctness.max_abs_err
+        values["max_rel_err"] = result.correctness.max_rel_err
+    if result.timing is not None:
+        values[f"{_time_kind(result)}_ms"] = result.timing.ms
+        values |= {k: getattr(result.timing, k) for k in _TIMING_METRICS}
+    return {k: float(v) for k, v in values.items() if v is not None}
