@@ -69,7 +69,7 @@ class Stages:
 
     def _evaluate(self, cand: Candidate, res: CandidateResult, artifacts: dict[str, str]) -> None:
         cfg, family, backend = self.cfg, self.family, self.backend
-        filename = getattr(family, "source_path", None) or f"<{cand.id}>"
+        filename = str(getattr(family, "source_path", None) or f"<{cand.id}>")
         stage = "parse"
         try:
             ir = self.dsl.parse(cand.source, cand.entry, filename)

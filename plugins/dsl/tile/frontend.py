@@ -140,6 +140,7 @@ class TileFrontend:
     name = "tile"
 
     def parse(self, source: str, entry: str, filename: str = "<dsl>") -> KernelIR:
+        filename = str(filename)
         ns = load_module(source, filename)
         kernels = {k: v for k, v in ns.items() if isinstance(v, lang.KernelDef)}
         if entry not in kernels:

@@ -1,0 +1,1 @@
+"""Options of the `backend` config group, one YAML file per option."""

@@ -1,0 +1,1 @@
+"""Options of the `dsl` config group, one YAML file per option."""

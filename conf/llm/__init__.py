@@ -1,0 +1,1 @@
+"""Options of the `llm` config group, one YAML file per option."""

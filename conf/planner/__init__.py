@@ -1,0 +1,1 @@
+"""Options of the `planner` config group, one YAML file per option."""

@@ -1,0 +1,1 @@
+"""Options of the `tracking` config group, one YAML file per option."""

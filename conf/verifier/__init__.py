@@ -1,0 +1,1 @@
+"""Options of the `verifier` config group, one YAML file per option."""
