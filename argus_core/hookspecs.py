@@ -73,7 +73,9 @@ def argus_on_run_start(run: RunInfo) -> None:
 
 
 @hookspec
-def argus_on_candidate_result(run: RunInfo, result: CandidateResult, artifacts: dict[str, str]) -> None:
+def argus_on_candidate_result(
+    run: RunInfo, result: CandidateResult, artifacts: dict[str, str]
+) -> None:
     """A candidate finished (verified, compiled, checked and timed, or failed at a stage).
 
     `artifacts` maps a file name (`dsl_source.py`, `lowered_triton.py`, `kernel.amdgcn`,

@@ -53,7 +53,9 @@ class Stages:
         )
 
     # ------------------------------------------------------------------------ stages
-    def evaluate(self, cand: Candidate, index: int, reference_ms: float | None) -> tuple[CandidateResult, dict[str, str]]:
+    def evaluate(
+        self, cand: Candidate, index: int, reference_ms: float | None
+    ) -> tuple[CandidateResult, dict[str, str]]:
         t0 = time.perf_counter()
         res = CandidateResult(candidate=cand, index=index)
         artifacts: dict[str, str] = {"dsl_source.py": cand.source}
@@ -83,13 +85,19 @@ class Stages:
         res.verify = self.verifier.verify(ir, cand.policy, dict(cfg.verifier))
         res.verify.seconds = res.verify.seconds or time.perf_counter() - t
         if res.verify.counterexamples:
-            artifacts["counterexamples.json"] = json.dumps(res.verify.counterexamples, indent=2, default=str)
-        if res.verify.status == "violated" or (res.verify.status == "unknown" and cfg.verifier.fail_on_unknown):
+            artifacts["counterexamples.json"] = json.dumps(
+                res.verify.counterexamples, indent=2, default=str
+            )
+        if res.verify.status == "violated" or (
+            res.verify.status == "unknown" and cfg.verifier.fail_on_unknown
+        ):
             res.failure = f"verify: {res.verify.summary or res.verify.status}"
             return
 
         try:
-            res.lowered = self.dsl.lower(ir, cand.policy, backend.lowering, dict(backend.lowering_options))
+            res.lowered = self.dsl.lower(
+                ir, cand.policy, backend.lowering, dict(backend.lowering_options)
+            )
         except ArgusError as exc:
             res.failure = f"lower: {exc}"
             return
@@ -111,7 +119,9 @@ class Stages:
         shape = dict(cfg.kernel.shape)
         res.timing = backend.estimate(family, shape, cfg.kernel.dtype, cand.policy, res.compile)
 
-    def _correctness(self, ir: Any, cand: Candidate, res: CandidateResult) -> CorrectnessReport | None:
+    def _correctness(
+        self, ir: Any, cand: Candidate, res: CandidateResult
+    ) -> CorrectnessReport | None:
         from argus_core.evaluate.correctness import check_correctness
 
         ev = self.cfg.evaluate
@@ -126,7 +136,9 @@ class Stages:
         else:
             interp = self.registry.get("backend", "interpret")
             runner = "interpret"
-            lowered = self.dsl.lower(ir, cand.policy, interp.lowering, dict(interp.lowering_options))
+            lowered = self.dsl.lower(
+                ir, cand.policy, interp.lowering, dict(interp.lowering_options)
+            )
         shapes = [dict(s) for s in self.cfg.kernel.check_shapes] or [dict(self.cfg.kernel.shape)]
         return check_correctness(
             lowered,
@@ -201,8 +213,14 @@ def run(cfg: DictConfig) -> int:
     pm.register(listener)
     session = planner.create(
         cfg.planner,
-        {"family": stages.family, "backend": stages.backend, "kernel_cfg": cfg.kernel,
-         "backend_cfg": cfg.backend, "seed": int(cfg.seed), "budget": int(cfg.budget)},
+        {
+            "family": stages.family,
+            "backend": stages.backend,
+            "kernel_cfg": cfg.kernel,
+            "backend_cfg": cfg.backend,
+            "seed": int(cfg.seed),
+            "budget": int(cfg.budget),
+        },
     )
     results: list[CandidateResult] = []
     status = "FAILED"
@@ -216,7 +234,9 @@ def run(cfg: DictConfig) -> int:
                     break
                 for cand in batch:
                     ref = _best(results)
-                    res, artifacts = stages.evaluate(cand, len(results), _reference_ms(results, ref))
+                    res, artifacts = stages.evaluate(
+                        cand, len(results), _reference_ms(results, ref)
+                    )
                     res.candidate = cand
                     results.append(res)
                     session.observe(res)
@@ -231,8 +251,10 @@ def run(cfg: DictConfig) -> int:
         pm.unregister(listener)
 
     estimated = any(r.timing is not None and r.timing.estimated for r in results)
-    print(f"\nargus: kernel={cfg.kernel.name} backend={cfg.backend.name} planner={cfg.planner.name} "
-          f"verifier={cfg.verifier.name} candidates={len(results)}")
+    print(
+        f"\nargus: kernel={cfg.kernel.name} backend={cfg.backend.name} planner={cfg.planner.name} "
+        f"verifier={cfg.verifier.name} candidates={len(results)}"
+    )
     print(render_table(results, estimated=estimated))
     for line in getattr(listener, "summary_lines", lambda: [])():
         print(line)

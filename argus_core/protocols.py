@@ -31,7 +31,9 @@ class DSLFrontend(Protocol):
         """Trace the @kernel `entry` of `source` into the IR without running it.
         Raises DSLError naming the file and line of a malformed program."""
 
-    def lower(self, ir: KernelIR, policy: Policy, flavor: str, options: dict[str, Any]) -> LoweredKernel:
+    def lower(
+        self, ir: KernelIR, policy: Policy, flavor: str, options: dict[str, Any]
+    ) -> LoweredKernel:
         """Lower to source of `flavor` ("triton"; "gluon" for the explicit level).
         Tags and tag assertions are erased. `options` carries target quirks such as
         {"dot_upcast_fp32": True} for the interpreter."""
@@ -57,15 +59,23 @@ class Backend(Protocol):
     def validate_policy(self, policy: Policy) -> None:
         """Raise PolicyError naming the bad option or value and the valid ones."""
 
-    def compile(self, lowered: LoweredKernel, dtypes: dict[str, str], policy: Policy) -> CompileReport:
+    def compile(
+        self, lowered: LoweredKernel, dtypes: dict[str, str], policy: Policy
+    ) -> CompileReport:
         """Compile for the target; never raises for a kernel that fails to compile
         (the report says ok=False and why)."""
 
     def device_available(self) -> bool:
         """True when kernels can run and be timed on this machine."""
 
-    def estimate(self, family: KernelFamily, shape: dict[str, int], dtype: str, policy: Policy,
-                 report: CompileReport | None) -> TimingReport:
+    def estimate(
+        self,
+        family: KernelFamily,
+        shape: dict[str, int],
+        dtype: str,
+        policy: Policy,
+        report: CompileReport | None,
+    ) -> TimingReport:
         """A cost-model time for `shape`; the report has estimated=True."""
 
 
@@ -78,7 +88,9 @@ class KernelFamily(Protocol):
     def source(self) -> str:
         """The DSL source text of the family's kernel module."""
 
-    def make_inputs(self, shape: dict[str, int], dtype: str, seed: int, device: str) -> dict[str, Any]:
+    def make_inputs(
+        self, shape: dict[str, int], dtype: str, seed: int, device: str
+    ) -> dict[str, Any]:
         """Fresh random inputs (never zeros) and output buffers, by kernel parameter name."""
 
     def reference(self, inputs: dict[str, Any]) -> dict[str, Any]:

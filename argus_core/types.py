@@ -84,7 +84,12 @@ class Param:
     dtype: str = ""  # element dtype for pointers ("bf16", "fp32", ...), "i32" for ints
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "binding": list(self.binding), "dtype": self.dtype}
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "binding": list(self.binding),
+            "dtype": self.dtype,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Param:

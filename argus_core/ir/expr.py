@@ -212,7 +212,9 @@ class Select(Expr):
         return (self.cond, self.a, self.b)
 
     def map(self, f):
-        return Select(as_expr(_map(self.cond, f)), as_expr(_map(self.a, f)), as_expr(_map(self.b, f)))
+        return Select(
+            as_expr(_map(self.cond, f)), as_expr(_map(self.a, f)), as_expr(_map(self.b, f))
+        )
 
 
 _ARITH: dict[str, Callable[[int, int], int]] = {
@@ -360,7 +362,9 @@ def _eval(e: Expr | int, env: Mapping[str, int]) -> int:
 _PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "//": 6, "%": 6}
 
 
-def to_source(e: IntLike, name_of: Callable[[Sym], str] | None = None, funcs: Mapping[str, str] | None = None) -> str:
+def to_source(
+    e: IntLike, name_of: Callable[[Sym], str] | None = None, funcs: Mapping[str, str] | None = None
+) -> str:
     """Python/Triton source for `e`. `name_of` renames symbols (element indices become
     broadcast aranges in the lowering); `funcs` maps min/max/cdiv to callable names."""
     funcs = {"min": "min", "max": "max", "cdiv": "cdiv", **(funcs or {})}
@@ -431,7 +435,9 @@ def to_z3(e: IntLike, env: Mapping[str, Any]):
             return (args[0] + args[1] - 1) / args[1]
         if isinstance(x, Cmp):
             a, b = go(x.a), go(x.b)
-            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[x.op]
+            return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[
+                x.op
+            ]
         if isinstance(x, BoolOp):
             args = [as_bool(go(a)) for a in x.args]
             if x.op == "and":

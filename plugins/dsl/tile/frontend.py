@@ -30,7 +30,9 @@ def load_module(source: str, filename: str) -> dict[str, Any]:
             if tb.tb_frame.f_code.co_filename == filename:
                 line = tb.tb_lineno
             tb = tb.tb_next
-        raise DSLError(f"{type(exc).__name__} while loading the module: {exc}", f"{filename}:{line}") from exc
+        raise DSLError(
+            f"{type(exc).__name__} while loading the module: {exc}", f"{filename}:{line}"
+        ) from exc
     return ns
 
 
@@ -40,8 +42,10 @@ def _annotation(fn: Any, name: str, ns: dict[str, Any]) -> Any:
         try:
             ann = eval(ann, ns)  # annotations are DSL expressions such as al.Tensor["M", "K"]
         except Exception as exc:
-            raise DSLError(f"cannot evaluate the annotation of parameter {name!r}: {ann!r} ({exc})",
-                           f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno}") from exc
+            raise DSLError(
+                f"cannot evaluate the annotation of parameter {name!r}: {ann!r} ({exc})",
+                f"{fn.__code__.co_filename}:{fn.__code__.co_firstlineno}",
+            ) from exc
     return ann
 
 
@@ -54,7 +58,9 @@ def _def_line(source: str, first: int) -> int:
     return first
 
 
-def trace_kernel(kdef: lang.KernelDef, ns: dict[str, Any], filename: str, source: str = "") -> KernelIR:
+def trace_kernel(
+    kdef: lang.KernelDef, ns: dict[str, Any], filename: str, source: str = ""
+) -> KernelIR:
     fn = kdef.fn
     code = fn.__code__
     where = f"{filename}:{_def_line(source, code.co_firstlineno)}"
@@ -73,7 +79,9 @@ def trace_kernel(kdef: lang.KernelDef, ns: dict[str, Any], filename: str, source
                     shape_syms[dim] = Sym(dim, "shape", 1, None)
                     bindings[dim] = (name, d)
                 dims.append(shape_syms[dim])
-            strides = tuple(Sym(f"{name}_stride{d}", "stride", 0, None) for d in range(len(ann.dims)))
+            strides = tuple(
+                Sym(f"{name}_stride{d}", "stride", 0, None) for d in range(len(ann.dims))
+            )
             param = TensorParam(name, tuple(dims), strides)
             tensors.append(param)
             args.append(lang.TensorArg(param))
@@ -92,7 +100,9 @@ def trace_kernel(kdef: lang.KernelDef, ns: dict[str, Any], filename: str, source
         raise DSLError(f"names used both as tensor dims and constexprs: {sorted(clash)}", where)
     st = tracer.trace(fn, args, filename)
     if st.grid is None:
-        raise DSLError(f"kernel {fn.__name__!r} never calls al.program_ids(...): no launch grid", where)
+        raise DSLError(
+            f"kernel {fn.__name__!r} never calls al.program_ids(...): no launch grid", where
+        )
     if not st.written:
         raise DSLError(f"kernel {fn.__name__!r} stores nothing", where)
     ir = KernelIR(
@@ -151,8 +161,13 @@ class TileFrontend:
             )
         return trace_kernel(kernels[entry], ns, filename, source)
 
-    def lower(self, ir: KernelIR, policy: Policy, flavor: str = "triton",
-              options: dict[str, Any] | None = None) -> LoweredKernel:
+    def lower(
+        self,
+        ir: KernelIR,
+        policy: Policy,
+        flavor: str = "triton",
+        options: dict[str, Any] | None = None,
+    ) -> LoweredKernel:
         if flavor != "triton":
             raise DSLError(f"the tile DSL lowers to flavor 'triton' only, not {flavor!r}")
         return lower_triton.lower(ir, policy, options or {})

@@ -423,8 +423,11 @@ class range:  # noqa: N801  (mirrors Python's range)
         carried: list[Carry] = []
         for var, new in after.items():
             old = self._before.get(var)
-            if isinstance(new, Expr) and isinstance(old, Expr) and new is not old and not (
-                isinstance(new, Sym) and new == self.var
+            if (
+                isinstance(new, Expr)
+                and isinstance(old, Expr)
+                and new is not old
+                and not (isinstance(new, Sym) and new == self.var)
             ):
                 if old != new:
                     raise DSLError(
@@ -499,17 +502,23 @@ def full(shape: Sequence[IntLike], value: float, dtype: DType | str = f32) -> Ti
 
 def _check_view(view: Any, op: str) -> View:
     if not isinstance(view, TileView):
-        raise tracer.fail(f"{op} takes a tile view like a.tile(BM, BK)[pm, k], got {type(view).__name__}")
+        raise tracer.fail(
+            f"{op} takes a tile view like a.tile(BM, BK)[pm, k], got {type(view).__name__}"
+        )
     return view.view
 
 
-def load(view: TileView, mask: Expr | None = None, other: float = 0.0, boundary: bool = True) -> Tile:
+def load(
+    view: TileView, mask: Expr | None = None, other: float = 0.0, boundary: bool = True
+) -> Tile:
     """Read a tile. With `boundary` (the default) elements outside the tensor are masked
     (they read `other`); `mask` adds a condition of your own."""
     v = _check_view(view, "load")
     m = land(v.in_bounds if boundary else None, mask)
     out = _new(v.shape, f"like:{v.tensor.name}")
-    tracer.state().emit(Load(tracer.point("load"), out, v, None if m == as_expr(1) else m, float(other)))
+    tracer.state().emit(
+        Load(tracer.point("load"), out, v, None if m == as_expr(1) else m, float(other))
+    )
     return Tile(out)
 
 
@@ -542,7 +551,9 @@ def dot(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:
     if acc is not None and tuple(acc.shape) != shape:
         raise tracer.fail(f"dot accumulator has shape {acc.shape}, expected {shape}")
     out = _new(shape, acc._value.dtype if acc is not None else "f32")
-    tracer.state().emit(Dot(tracer.point("dot"), out, a._value, b._value, acc._value if acc is not None else None))
+    tracer.state().emit(
+        Dot(tracer.point("dot"), out, a._value, b._value, acc._value if acc is not None else None)
+    )
     return Tile(out)
 
 
@@ -598,10 +609,39 @@ def min(x: Tile, axis: int) -> Tile:  # noqa: A001
 
 
 __all__ = [
-    "DType", "Tensor", "Tile", "TileView", "abs", "bf16", "cdiv", "constexpr", "dot", "exp",
-    "exp2", "f16", "f32", "full", "grouped", "i1", "i32", "kernel", "load", "log", "max",
-    "maximum", "min", "minimum", "program_ids", "range", "row_major", "sigmoid", "sqrt",
-    "store", "sum", "where", "zeros",
+    "DType",
+    "Tensor",
+    "Tile",
+    "TileView",
+    "abs",
+    "bf16",
+    "cdiv",
+    "constexpr",
+    "dot",
+    "exp",
+    "exp2",
+    "f16",
+    "f32",
+    "full",
+    "grouped",
+    "i1",
+    "i32",
+    "kernel",
+    "load",
+    "log",
+    "max",
+    "maximum",
+    "min",
+    "minimum",
+    "program_ids",
+    "range",
+    "row_major",
+    "sigmoid",
+    "sqrt",
+    "store",
+    "sum",
+    "where",
+    "zeros",
 ]
 
 _ = sys  # keep the module importable in restricted namespaces

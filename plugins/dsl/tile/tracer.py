@@ -51,7 +51,9 @@ def kernel_frame() -> types.FrameType | None:
     st = state()
     f = sys._getframe(1)
     while f is not None:
-        if f.f_code.co_filename == st.file and not f.f_code.co_filename.startswith(_DSL_PACKAGE_DIR):
+        if f.f_code.co_filename == st.file and not f.f_code.co_filename.startswith(
+            _DSL_PACKAGE_DIR
+        ):
             return f
         f = f.f_back
     return None
@@ -113,7 +115,15 @@ def trace(fn: Callable[..., Any], args: list[Any], file: str) -> TraceState:
         raise
     except RecursionError as exc:
         raise DSLError(f"recursion while tracing: {exc}") from exc
-    except (TypeError, ValueError, AttributeError, IndexError, KeyError, NameError, ZeroDivisionError) as exc:
+    except (
+        TypeError,
+        ValueError,
+        AttributeError,
+        IndexError,
+        KeyError,
+        NameError,
+        ZeroDivisionError,
+    ) as exc:
         tb = exc.__traceback__
         line = 0
         while tb is not None:

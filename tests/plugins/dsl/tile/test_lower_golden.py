@@ -21,7 +21,9 @@ def check_golden(name: str, text: str) -> None:
         path.parent.mkdir(exist_ok=True)
         path.write_text(text)
     assert path.exists(), f"missing golden file {path}; run with ARGUS_UPDATE_GOLDEN=1"
-    assert text == path.read_text(), f"lowering changed; diff against {path} (ARGUS_UPDATE_GOLDEN=1 refreshes)"
+    assert text == path.read_text(), (
+        f"lowering changed; diff against {path} (ARGUS_UPDATE_GOLDEN=1 refreshes)"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -35,14 +37,22 @@ def test_gemm_lowers_to_the_golden_triton(gemm_ir):
     assert lowered.grid == "(triton.cdiv(M, BM) * triton.cdiv(N, BN),)"
     assert lowered.constexprs == POLICY.tiles
     assert [p.binding for p in lowered.params[:6]] == [
-        ("tensor", "a"), ("tensor", "b"), ("tensor", "c"),
-        ("shape", "a", 0), ("shape", "a", 1), ("shape", "b", 1),
+        ("tensor", "a"),
+        ("tensor", "b"),
+        ("tensor", "c"),
+        ("shape", "a", 0),
+        ("shape", "a", 1),
+        ("shape", "b", 1),
     ]
 
 
 def test_interpreter_lowering_upcasts_only_the_dot(gemm_ir):
     plain = TileFrontend().lower(gemm_ir, POLICY, "triton", {}).source.splitlines()
-    upcast = TileFrontend().lower(gemm_ir, POLICY, "triton", {"dot_upcast_fp32": True}).source.splitlines()
+    upcast = (
+        TileFrontend()
+        .lower(gemm_ir, POLICY, "triton", {"dot_upcast_fp32": True})
+        .source.splitlines()
+    )
     changed = [(a, b) for a, b in zip(plain, upcast) if a != b]
     assert len(plain) == len(upcast) and len(changed) == 1
     assert "tl.dot(x.to(tl.float32), y.to(tl.float32), acc)" in changed[0][1]

@@ -64,10 +64,16 @@ def test_tile_view_coordinates_offsets_and_bounds_evaluate_correctly(gemm_ir):
     rng = random.Random(0)
     for _ in range(50):
         env = {
-            "M": rng.randint(1, 500), "K": rng.randint(1, 500), "BM": 64, "BK": 32,
-            "a_stride0": rng.randint(1, 900), "a_stride1": rng.randint(1, 3),
-            "pid_m": rng.randint(0, 9), "k": rng.randint(0, 9),
-            "_i0": rng.randint(0, 63), "_i1": rng.randint(0, 31),
+            "M": rng.randint(1, 500),
+            "K": rng.randint(1, 500),
+            "BM": 64,
+            "BK": 32,
+            "a_stride0": rng.randint(1, 900),
+            "a_stride1": rng.randint(1, 3),
+            "pid_m": rng.randint(0, 9),
+            "k": rng.randint(0, 9),
+            "_i0": rng.randint(0, 63),
+            "_i1": rng.randint(0, 31),
         }
         row = env["pid_m"] * 64 + env["_i0"]
         col = env["k"] * 32 + env["_i1"]
@@ -86,7 +92,9 @@ def test_grouped_program_order_visits_every_tile_once(gemm_ir):
         for pid in range(n_m * n_n):
             env = {"program_id_0": pid, "M": M, "N": N, "BM": BM, "BN": BN, "GROUP": G}
             for let in lets:
-                env[let.sym.name] = let.expr.evaluate(env) if hasattr(let.expr, "evaluate") else let.expr
+                env[let.sym.name] = (
+                    let.expr.evaluate(env) if hasattr(let.expr, "evaluate") else let.expr
+                )
             seen.add((env["pid_m"], env["pid_n"]))
         assert seen == {(i, j) for i in range(n_m) for j in range(n_n)}
 
@@ -169,7 +177,15 @@ def test_grouped_program_order_visits_every_tile_once(gemm_ir):
             "def k(",
         ),
     ],
-    ids=["syntax", "annotation", "python-if", "dot-shape", "carried-scalar", "escaping-tile", "no-grid"],
+    ids=[
+        "syntax",
+        "annotation",
+        "python-if",
+        "dot-shape",
+        "carried-scalar",
+        "escaping-tile",
+        "no-grid",
+    ],
 )
 def test_malformed_programs_fail_with_the_line(src, message, needle):
     with pytest.raises(DSLError) as info:
