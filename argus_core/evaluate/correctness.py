@@ -1,0 +1,120 @@
+"""Correctness of a lowered kernel against its family's PyTorch reference, in a child process.
+
+The candidate runs in `python -m argus_core.evaluate.worker` with a time limit, so a hang,
+a crash or an illegal memory access fails that candidate and never the caller: every
+failure comes back as a CorrectnessReport with ok=False and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from argus_core.errors import ConfigError, choices_error
+from argus_core.evaluate.launch import ensure_triton_cache_dir
+from argus_core.types import CorrectnessReport, LoweredKernel
+
+# runner -> (torch device, extra environment). The interpreter needs TRITON_INTERPRET=1,
+# and a GPU runner must not inherit it (it would silently run on the CPU).
+RUNNERS: dict[str, tuple[str, dict[str, str | None]]] = {
+    "interpret": ("cpu", {"TRITON_INTERPRET": "1"}),
+    "cuda": ("cuda", {"TRITON_INTERPRET": None}),  # NVIDIA and ROCm alike (torch's "cuda")
+}
+
+STDERR_TAIL = 3000
+
+
+def _child_env(runner: str) -> dict[str, str]:
+    env = dict(os.environ)
+    ensure_triton_cache_dir()
+    env["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"]
+    for key, value in RUNNERS[runner][1].items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    # the worker leads its own session, so this reaches anything it started too
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def check_correctness(
+    lowered: LoweredKernel,
+    family: str,
+    shapes: list[dict[str, int]],
+    dtype: str,
+    trials: int,
+    seed: int,
+    runner: str = "interpret",
+    timeout_s: float = 120,
+    constexprs: dict[str, int] | None = None,
+) -> CorrectnessReport:
+    """Run `lowered` on fresh random inputs for every trial and shape; compare to the reference.
+
+    Never raises for the candidate's failure: a timeout gives error "timeout after Ns", a
+    crash the tail of the child's stderr. Raises ConfigError only for an unknown runner.
+    `constexprs` override `lowered.constexprs` by key.
+    """
+    if runner not in RUNNERS:
+        raise ConfigError(choices_error("correctness runner", runner, RUNNERS))
+    request: dict[str, Any] = {
+        "lowered": lowered.to_dict(),
+        "family": family,
+        "shapes": [dict(s) for s in shapes],
+        "dtype": dtype,
+        "trials": int(trials),
+        "seed": int(seed),
+        "device": RUNNERS[runner][0],
+        "constexprs": dict(constexprs or {}),
+    }
+    report = CorrectnessReport(
+        ok=False, trials=int(trials), runner=runner, shapes=request["shapes"]
+    )
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "argus_core.evaluate.worker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=_child_env(runner),
+        start_new_session=True,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(json.dumps(request), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.communicate()
+        report.error = f"timeout after {timeout_s:g}s"
+        report.seconds = time.perf_counter() - start
+        return report
+    report.seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        how = (
+            f"killed by signal {signal.Signals(-proc.returncode).name}"
+            if proc.returncode < 0
+            else f"exit status {proc.returncode}"
+        )
+        report.error = f"worker crashed ({how}): {err[-STDERR_TAIL:]}"
+        return report
+    try:
+        result = json.loads(out)
+    except json.JSONDecodeError:
+        report.error = f"worker wrote no result: stdout {out[-500:]!r}; stderr {err[-STDERR_TAIL:]}"
+        return report
+    report.ok = bool(result.get("ok"))
+    report.error = result.get("error", "")
+    report.max_abs_err = result.get("max_abs_err")
+    report.max_rel_err = result.get("max_rel_err")
+    return report

@@ -1,0 +1,178 @@
+"""Turn a LoweredKernel into something callable: its JIT function, its arguments, its grid.
+
+Triton's `@jit` reads the kernel's source with `inspect`, so the lowered text is written to
+a real file (named by a hash of the text, so identical kernels share one file) and imported
+from there. Nothing here compiles or launches; callers do `fn[grid](*args)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from argus_core.errors import ArgusError
+from argus_core.types import LoweredKernel
+
+# what a grid expression may call besides triton.cdiv
+_GRID_BUILTINS = {"min": min, "max": max}
+
+
+class KernelLoadError(ArgusError):
+    """The lowered source does not define a usable kernel, or its arguments cannot be bound."""
+
+
+def ensure_triton_cache_dir() -> str:
+    """Point TRITON_CACHE_DIR at a private folder unless the caller already chose one.
+
+    Triton's default (~/.triton) is shared by every process of the user; runs and tests
+    keep theirs apart. Call before importing triton.
+    """
+    if not os.environ.get("TRITON_CACHE_DIR"):
+        path = Path(tempfile.gettempdir()) / f"argus-triton-cache-{os.getuid()}"
+        path.mkdir(parents=True, exist_ok=True)
+        os.environ["TRITON_CACHE_DIR"] = str(path)
+    return os.environ["TRITON_CACHE_DIR"]
+
+
+def default_workdir() -> Path:
+    """Where lowered sources are written: $ARGUS_KERNEL_DIR or a per-user temp folder."""
+    env = os.environ.get("ARGUS_KERNEL_DIR")
+    return Path(env) if env else Path(tempfile.gettempdir()) / f"argus-kernels-{os.getuid()}"
+
+
+def source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()[:20]
+
+
+def load_module(lowered: LoweredKernel, workdir: str | Path | None = None) -> ModuleType:
+    """Import the lowered source as a module from `<workdir>/<hash>/<name>.py`.
+
+    The same text always maps to the same file and module name, so a second load is
+    free. Exceptions raised while importing (SyntaxError, NameError, ...) propagate.
+    """
+    digest = source_hash(lowered.source)
+    modname = f"_argus_lowered_{digest}"
+    if modname in sys.modules:
+        return sys.modules[modname]
+    folder = Path(workdir or default_workdir()) / digest
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{lowered.name or 'kernel'}.py"
+    if not path.exists() or path.read_text() != lowered.source:
+        # write then rename, so a concurrent reader never sees half a file
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(lowered.source)
+        tmp.replace(path)
+    spec = importlib.util.spec_from_file_location(modname, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[modname]
+        raise
+    return module
+
+
+def load_kernel(lowered: LoweredKernel, workdir: str | Path | None = None) -> Any:
+    """The `@triton.jit` function `lowered.name` from the lowered source.
+
+    Raises KernelLoadError when the module lacks it, it is not a Triton kernel, or its
+    parameters differ from `lowered.params` (so a launcher never binds by the wrong name).
+    """
+    module = load_module(lowered, workdir)
+    fn = getattr(module, lowered.name, None)
+    if fn is None:
+        defined = sorted(n for n, v in vars(module).items() if hasattr(v, "arg_names"))
+        raise KernelLoadError(
+            f"lowered source defines no kernel {lowered.name!r}; "
+            f"kernels defined: {', '.join(defined) or '(none)'}"
+        )
+    if not hasattr(fn, "arg_names"):
+        raise KernelLoadError(
+            f"{lowered.name!r} is not a @triton.jit function: {type(fn).__name__}"
+        )
+    expected = [p.name for p in lowered.params]
+    if list(fn.arg_names) != expected:
+        raise KernelLoadError(
+            f"kernel {lowered.name!r} takes {list(fn.arg_names)}; the lowering promised {expected}"
+        )
+    return fn
+
+
+def constexpr_values(
+    lowered: LoweredKernel, constexprs: dict[str, int] | None = None
+) -> dict[str, int]:
+    """Value of every constexpr parameter, by parameter name.
+
+    A ("const", key) binding is looked up in `constexprs` (the policy's tiles) first, then
+    in `lowered.constexprs` (what the lowering baked in), by key and then by param name.
+    """
+    given = {**lowered.constexprs, **(constexprs or {})}
+    values: dict[str, int] = {}
+    for p in lowered.params:
+        if p.kind != "constexpr":
+            continue
+        key = p.binding[1] if len(p.binding) > 1 else p.name
+        for k in (key, p.name):
+            if k in given:
+                values[p.name] = given[k]
+                break
+        else:
+            raise KernelLoadError(
+                f"no value for constexpr {p.name!r} (binding {p.binding}); given: {sorted(given)}"
+            )
+    return values
+
+
+def _bound_value(p: Any, tensors: dict[str, Any]) -> Any:
+    source, name = p.binding[0], p.binding[1]
+    if name not in tensors:
+        raise KernelLoadError(
+            f"parameter {p.name!r} is bound to tensor {name!r}; tensors given: {sorted(tensors)}"
+        )
+    t = tensors[name]
+    if source == "tensor":
+        return t
+    if source == "shape":
+        return int(t.shape[p.binding[2]])
+    if source == "stride":
+        return int(t.stride(p.binding[2]))
+    raise KernelLoadError(
+        f"parameter {p.name!r} has binding {p.binding}; valid sources: tensor, shape, stride, const"
+    )
+
+
+def launch_args(
+    lowered: LoweredKernel, tensors: dict[str, Any], constexprs: dict[str, int] | None = None
+) -> tuple[list[Any], tuple[int, ...]]:
+    """Positional arguments for `fn[grid](*args)` and the grid, both from bindings.
+
+    Ints come from tensor sizes and strides; constexprs as in `constexpr_values`. The grid
+    is `lowered.grid` evaluated with every int and constexpr parameter bound by name and
+    `triton` importable; a bare int becomes a 1-tuple.
+    """
+    consts = constexpr_values(lowered, constexprs)
+    args: list[Any] = []
+    scope: dict[str, Any] = {}
+    for p in lowered.params:
+        value = consts[p.name] if p.kind == "constexpr" else _bound_value(p, tensors)
+        args.append(value)
+        if p.kind != "ptr":
+            scope[p.name] = value
+    import triton  # only here: the caller decides TRITON_INTERPRET before triton loads
+
+    try:
+        grid = eval(lowered.grid, {"__builtins__": _GRID_BUILTINS, "triton": triton}, scope)  # noqa: S307
+    except Exception as exc:
+        raise KernelLoadError(
+            f"grid {lowered.grid!r} does not evaluate with {sorted(scope)}: {exc}"
+        ) from exc
+    grid = (grid,) if isinstance(grid, int) else tuple(int(g) for g in grid)
+    return args, grid

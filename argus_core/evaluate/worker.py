@@ -1,0 +1,126 @@
+"""Child-process side of the correctness check: `python -m argus_core.evaluate.worker`.
+
+Reads one JSON request on stdin, writes one JSON result on stdout. Anything the kernel or
+Triton prints goes to stderr, so stdout carries only the result. The parent
+(`correctness.check_correctness`) decides the environment, TRITON_INTERPRET included,
+before this process imports triton.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from argus_core.evaluate.launch import ensure_triton_cache_dir, launch_args, load_kernel
+from argus_core.types import LoweredKernel
+
+
+def _poison(t: Any) -> None:
+    """Fill an output with a value no correct kernel leaves behind: NaN, or INT_MIN."""
+    import torch
+
+    if t.dtype.is_floating_point:
+        t.fill_(float("nan"))
+    else:
+        t.fill_(torch.iinfo(t.dtype).min)
+
+
+def compare(out: Any, ref: Any, atol: float, rtol: float) -> tuple[bool, float, float, str]:
+    """(ok, max abs err, max rel err, why) of `out` against `ref`.
+
+    An element passes when |out - ref| <= atol + rtol * |ref|; NaN never passes (an
+    element the kernel did not write stays NaN). The relative error counts only elements
+    whose reference exceeds atol in magnitude, so near-zeros do not dominate it.
+    """
+    import torch
+
+    if tuple(out.shape) != tuple(ref.shape):
+        return (
+            False,
+            math.inf,
+            math.inf,
+            f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}",
+        )
+    o, r = out.double(), ref.double()
+    err = (o - r).abs()
+    bad = torch.isnan(err) | (err > atol + rtol * r.abs())
+    finite = err[~torch.isnan(err)]
+    max_abs = float(finite.max()) if finite.numel() else math.inf
+    big = (r.abs() > atol) & ~torch.isnan(err)
+    max_rel = float((err[big] / r.abs()[big]).max()) if big.any() else 0.0
+    nan_count = int(torch.isnan(o).sum())
+    if nan_count:
+        max_abs = max_rel = math.inf
+    if not bad.any():
+        return True, max_abs, max_rel, ""
+    first = tuple(int(i) for i in bad.nonzero()[0])
+    unwritten = f" ({nan_count} NaN: never written)" if nan_count else ""
+    why = (
+        f"{int(bad.sum())} of {bad.numel()} elements wrong{unwritten}; "
+        f"first at {list(first)}: got {float(o[first])}, expected {float(r[first])} "
+        f"(atol {atol}, rtol {rtol})"
+    )
+    return False, max_abs, max_rel, why
+
+
+def run(request: dict[str, Any]) -> dict[str, Any]:
+    """Check the kernel on every (trial, shape); stop at the first failure."""
+    ensure_triton_cache_dir()
+    from argus_core.plugin_manager import Registry, make_plugin_manager
+
+    lowered = LoweredKernel.from_dict(request["lowered"])
+    family = Registry(make_plugin_manager()).get("kernel", request["family"])
+    fn = load_kernel(lowered, request.get("workdir"))
+    dtype, device = request["dtype"], request["device"]
+    atol, rtol = family.tolerance(dtype)
+    worst_abs = worst_rel = 0.0
+    for trial in range(int(request["trials"])):
+        for shape in request["shapes"]:
+            inputs = family.make_inputs(shape, dtype, int(request["seed"]) + trial, device)
+            # reference first: a kernel that writes into its inputs cannot change it
+            expected = family.reference(inputs)
+            for name in lowered.outputs:
+                _poison(inputs[name])
+            args, grid = launch_args(lowered, inputs, request.get("constexprs"))
+            fn[grid](*args)
+            if device != "cpu":
+                import torch
+
+                torch.cuda.synchronize()
+            for name in lowered.outputs:
+                ok, max_abs, max_rel, why = compare(inputs[name], expected[name], atol, rtol)
+                worst_abs, worst_rel = max(worst_abs, max_abs), max(worst_rel, max_rel)
+                if not ok:
+                    return {
+                        "ok": False,
+                        "max_abs_err": worst_abs,
+                        "max_rel_err": worst_rel,
+                        "error": f"trial {trial} shape {shape} output {name!r}: {why}",
+                    }
+    return {"ok": True, "max_abs_err": worst_abs, "max_rel_err": worst_rel, "error": ""}
+
+
+def main() -> int:
+    # keep the real stdout for the result; route fd 1 (C code, print) to stderr
+    result_out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    start = time.perf_counter()
+    try:
+        result = run(json.loads(sys.stdin.read()))
+    except Exception as exc:
+        tb = traceback.format_exc(limit=-4)
+        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}\n{tb}"[-4000:]}
+    result["seconds"] = time.perf_counter() - start
+    result_out.write(json.dumps(result))
+    result_out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

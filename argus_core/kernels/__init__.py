@@ -1,0 +1,13 @@
+"""Built-in kernel families, registered with the plugin manager."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from argus_core.hookspecs import hookimpl
+from argus_core.kernels.gemm import GemmFamily
+
+
+@hookimpl
+def argus_register_kernels() -> list[Any]:
+    return [GemmFamily()]
