@@ -75,11 +75,12 @@ class Param:
 
     binding: ("tensor", name) -> the tensor itself (a pointer);
              ("shape", name, dim) / ("stride", name, dim) -> an int from that tensor;
-             ("const", name) -> a constexpr from the policy's tiles.
+             ("const", name) -> a constexpr from the policy's tiles;
+             ("scalar", name) -> a Python number the kernel family puts in the inputs.
     """
 
     name: str
-    kind: Literal["ptr", "int", "constexpr"]
+    kind: Literal["ptr", "int", "float", "constexpr"]
     binding: tuple
     dtype: str = ""  # element dtype for pointers ("bf16", "fp32", ...), "i32" for ints
 
@@ -120,6 +121,8 @@ class LoweredKernel:
                 sig[p.name] = "*" + (dtypes or {}).get(p.binding[1], p.dtype)
             elif p.kind == "int":
                 sig[p.name] = "i32"
+            elif p.kind == "float":
+                sig[p.name] = "fp32"
             else:
                 sig[p.name] = "constexpr"
         return sig

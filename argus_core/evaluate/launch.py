@@ -138,6 +138,8 @@ def _bound_value(p: Any, tensors: dict[str, Any]) -> Any:
             f"parameter {p.name!r} is bound to tensor {name!r}; tensors given: {sorted(tensors)}"
         )
     t = tensors[name]
+    if source == "scalar":
+        return t
     if source == "tensor":
         return t
     if source == "shape":
@@ -145,7 +147,7 @@ def _bound_value(p: Any, tensors: dict[str, Any]) -> Any:
     if source == "stride":
         return int(t.stride(p.binding[2]))
     raise KernelLoadError(
-        f"parameter {p.name!r} has binding {p.binding}; valid sources: tensor, shape, stride, const"
+        f"parameter {p.name!r} has binding {p.binding}; valid sources: tensor, shape, stride, scalar, const"
     )
 
 

@@ -151,6 +151,14 @@ class Store(Op):
         return [self.value]
 
 
+# --- split-K support (added with the verifier, plugins/verifiers/smt) -------------------
+@dataclass(eq=False)
+class AtomicAdd(Store):
+    """Adds `value` into `view` where `mask` holds (partial sums of split-K programs)."""
+
+    kind = "atomic_add"
+
+
 @dataclass(eq=False)
 class Dot(Op):
     out: Value
@@ -187,6 +195,19 @@ class Elementwise(Op):
 
     def replace_operand(self, old: Value, new: Value) -> None:
         self.args = [new if a is old else a for a in self.args]
+
+
+@dataclass(eq=False)
+class ExpandDims(Op):
+    """`x[:, None]`: the same elements with a size-1 axis inserted at `axis`."""
+
+    out: Value
+    x: Value
+    axis: int
+    kind = "expand_dims"
+
+    def operands(self):
+        return [self.x]
 
 
 @dataclass(eq=False)
@@ -240,6 +261,7 @@ class KernelIR:
     grid: tuple[IntLike, ...]
     written: list[str]  # tensors stored to
     source: str = ""
+    scalars: list[tuple[Sym, str]] = field(default_factory=list)  # (symbol, "i32" | "fp32")
 
     def walk(self) -> Iterator[Op]:
         """Every op, loop bodies included, in program order."""

@@ -22,7 +22,11 @@ def gemm_run(tmp_path_factory):
     env.pop("TRITON_INTERPRET", None)
     proc = subprocess.run(
         [sys.executable, "-m", "argus_core.cli", "+kernel=gemm", "budget=3"],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=900,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     return cwd, proc
 
@@ -31,7 +35,17 @@ def test_main_job_succeeds_and_prints_the_summary(gemm_run):
     cwd, proc = gemm_run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
-    for column in ("candidate", "policy", "correct?", "VGPRs", "spills", "LDS bytes", "occupancy", "MFMA count", "est. ms*"):
+    for column in (
+        "candidate",
+        "policy",
+        "correct?",
+        "VGPRs",
+        "spills",
+        "LDS bytes",
+        "occupancy",
+        "MFMA count",
+        "est. ms*",
+    ):
         assert column in out, f"summary lacks column {column!r}:\n{out}"
     assert "estimated" in out  # the footnote: no GPU here, times are estimates
     assert "mlflow ui --backend-store-uri sqlite:///" in out

@@ -69,6 +69,7 @@ def trace_kernel(
     shape_syms: dict[str, Sym] = {}
     bindings: dict[str, tuple[str, int]] = {}
     constexprs: list[Sym] = []
+    scalars: list[tuple[Sym, str]] = []
     args: list[Any] = []
     for name in argnames:
         ann = _annotation(fn, name, ns)
@@ -85,6 +86,10 @@ def trace_kernel(
             param = TensorParam(name, tuple(dims), strides)
             tensors.append(param)
             args.append(lang.TensorArg(param))
+        elif isinstance(ann, lang.DType) and ann.name in ("i32", "f32"):
+            sym = Sym(name, "scalar", None, None)
+            scalars.append((sym, "i32" if ann.name == "i32" else "fp32"))
+            args.append(sym)
         elif ann is lang.constexpr:
             sym = Sym(name, "const", 1, None)
             constexprs.append(sym)
@@ -92,7 +97,7 @@ def trace_kernel(
         else:
             raise DSLError(
                 f"parameter {name!r} of kernel {fn.__name__!r} needs an annotation: "
-                f"al.Tensor[...dims] or al.constexpr, got {ann!r}",
+                f"al.Tensor[...dims], al.constexpr, al.i32 or al.f32, got {ann!r}",
                 where,
             )
     clash = set(shape_syms) & {c.name for c in constexprs}
@@ -116,6 +121,7 @@ def trace_kernel(
         grid=st.grid,
         written=st.written,
         source=source,
+        scalars=scalars,
     )
     _check_scoping(ir)
     return ir

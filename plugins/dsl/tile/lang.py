@@ -21,6 +21,7 @@ from argus_core.ir import (
     Cast,
     Dot,
     Elementwise,
+    ExpandDims,
     Expr,
     Full,
     IntLike,
@@ -107,10 +108,13 @@ def kernel(fn: Callable[..., Any]) -> KernelDef:
 
 
 class TensorArg:
-    """A global tensor inside a traced kernel."""
+    """A global tensor inside a traced kernel, or a sub-tensor with its leading dims fixed
+    (`q[b, h]` is the 2-D `[S, D]` slice of a 4-D `q`): its layout stays the tensor's own,
+    so a view's offset is always the layout applied to full coordinates."""
 
-    def __init__(self, param: TensorParam):
+    def __init__(self, param: TensorParam, fixed: tuple[IntLike, ...] = ()):
         self.param = param
+        self.fixed = tuple(fixed)
         self.layout = Layout(param.dims, param.strides)
 
     @property
@@ -119,11 +123,27 @@ class TensorArg:
 
     @property
     def shape(self) -> tuple[Sym, ...]:
-        return self.param.dims
+        """Extents of the dims not fixed by indexing."""
+        return self.param.dims[len(self.fixed) :]
 
     @property
     def dtype(self) -> DType:
         return DType(f"like:{self.param.name}")
+
+    def __getitem__(self, index: Any) -> TensorArg:
+        """Fix the leading dims: `q[b, h]` (ints, program ids, or index expressions)."""
+        index = index if isinstance(index, tuple) else (index,)
+        if len(index) >= len(self.shape):
+            raise tracer.fail(
+                f"{self.name}[...] fixes {len(index)} dims but only {len(self.shape) - 1} of "
+                f"{list(self.shape)} can be fixed (a tile needs at least one free dim)"
+            )
+        for i in index:
+            if not isinstance(i, int | Expr):
+                raise tracer.fail(f"{self.name}[...]: index {i!r} is not an int or a program value")
+        out = TensorArg(self.param, self.fixed + index)
+        out.layout = self.layout
+        return out
 
     def tile(self, *tiler: IntLike) -> TiledTensor:
         """Divide this tensor's layout into tiles of shape `tiler` (partial tiles at the edges)."""
@@ -135,7 +155,8 @@ class TensorArg:
         return TiledTensor(self, tuple(tiler))
 
     def __repr__(self) -> str:
-        return f"{self.name}{list(self.shape)}"
+        fixed = "".join(f"[{f}]" for f in self.fixed)
+        return f"{self.name}{fixed}{list(self.shape)}"
 
 
 class TiledTensor:
@@ -157,12 +178,17 @@ class TiledTensor:
             )
         elems = tuple(elem_sym(d, t) for d, t in enumerate(self.tiler))
         coords, in_bounds = tile_coords(self.tiler, index, elems, self.tensor.shape)
-        desc = f"{self.tensor.name}.tile({', '.join(map(str, self.tiler))})[{', '.join(map(str, index))}]"
+        full = self.tensor.fixed + tuple(coords)
+        fixed = "".join(f"[{f}]" for f in self.tensor.fixed)
+        desc = (
+            f"{self.tensor.name}{fixed}.tile({', '.join(map(str, self.tiler))})"
+            f"[{', '.join(map(str, index))}]"
+        )
         view = View(
             tensor=self.tensor.param,
             shape=self.tiler,
-            coords=coords,
-            offset=self.tensor.layout(coords),  # the tensor's layout applied to the coordinates
+            coords=full,
+            offset=self.tensor.layout(full),  # the tensor's layout applied to the coordinates
             in_bounds=as_expr(in_bounds),
             desc=desc,
         )
@@ -249,6 +275,31 @@ class Tile:
     def __neg__(self):
         return _elementwise("neg", [self])
 
+    def __lt__(self, o):
+        return self._bin("lt", o)
+
+    def __le__(self, o):
+        return self._bin("le", o)
+
+    def __gt__(self, o):
+        return self._bin("gt", o)
+
+    def __ge__(self, o):
+        return self._bin("ge", o)
+
+    def __getitem__(self, index: Any) -> Tile:
+        """`x[:, None]` / `x[None, :]`: insert a size-1 axis where None stands."""
+        index = index if isinstance(index, tuple) else (index,)
+        if any(i is not None and i != slice(None) for i in index) or index.count(None) != 1:
+            raise tracer.fail(f"tile indexing supports one new axis like x[:, None], got {index}")
+        if len(index) != len(self.shape) + 1:
+            raise tracer.fail(f"x{list(index)} on a {len(self.shape)}-D tile needs {len(self.shape) + 1} entries")
+        axis = index.index(None)
+        shape = self.shape[:axis] + (1,) + self.shape[axis:]
+        out = _new(shape, self._value.dtype)
+        tracer.state().emit(ExpandDims(tracer.point("expand_dims"), out, self._value, axis))
+        return Tile(out)
+
     def __bool__(self) -> bool:
         raise tracer.fail("a tile has no truth value at trace time; use al.where")
 
@@ -267,11 +318,17 @@ def _result_dtype(tiles: list[Value]) -> str:
 
 
 def _broadcast_shape(shapes: list[tuple[IntLike, ...]]) -> tuple[IntLike, ...]:
-    out = shapes[0]
+    """NumPy broadcasting of equal-rank tile shapes: each dim equal, or 1."""
+    out = list(shapes[0])
     for s in shapes[1:]:
-        if s != out:
-            raise tracer.fail(f"tile shapes {out} and {s} do not match (no implicit broadcast)")
-    return out
+        if len(s) != len(out):
+            raise tracer.fail(f"tile shapes {tuple(out)} and {s} differ in rank; add an axis with x[:, None]")
+        for d, (a, b) in enumerate(zip(out, s)):
+            if isinstance(a, int) and a == 1:
+                out[d] = b
+            elif not (isinstance(b, int) and b == 1) and a != b:
+                raise tracer.fail(f"tile shapes {tuple(out)} and {s} do not broadcast (dim {d})")
+    return tuple(out)
 
 
 def _elementwise(fn: str, args: list[Any]) -> Tile:
@@ -485,6 +542,12 @@ def _shape(shape: Sequence[IntLike]) -> tuple[IntLike, ...]:
     return shape
 
 
+def indices(shape: Sequence[IntLike]) -> tuple[Sym, ...]:
+    """The element index along each axis of a tile of `shape`, for masks and index math:
+    `i, j = al.indices((BM, BN))`; `al.where(row0 + i >= col0 + j, s, -inf)`."""
+    return tuple(elem_sym(d, n) for d, n in enumerate(_shape(shape)))
+
+
 def zeros(shape: Sequence[IntLike], dtype: DType | str = f32) -> Tile:
     out = _new(_shape(shape), _dtype_name(dtype))
     tracer.state().emit(Zeros(tracer.point("zeros"), out))
@@ -569,6 +632,10 @@ def exp2(x: Tile) -> Tile:
     return _elementwise("exp2", [x])
 
 
+def log2(x: Tile) -> Tile:
+    return _elementwise("log2", [x])
+
+
 def log(x: Tile) -> Tile:
     return _elementwise("log", [x])
 
@@ -610,6 +677,7 @@ def min(x: Tile, axis: int) -> Tile:  # noqa: A001
 
 __all__ = [
     "DType",
+    "indices",
     "Tensor",
     "Tile",
     "TileView",
@@ -629,6 +697,7 @@ __all__ = [
     "kernel",
     "load",
     "log",
+    "log2",
     "max",
     "maximum",
     "min",

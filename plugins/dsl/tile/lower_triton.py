@@ -15,6 +15,7 @@ from argus_core.ir import (
     Cast,
     Dot,
     Elementwise,
+    ExpandDims,
     Expr,
     Full,
     KernelIR,
@@ -34,7 +35,7 @@ from argus_core.types import LoweredKernel, Param, Policy
 
 TL_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32", "i1": "tl.int1"}
 
-_UNARY = {"exp": "tl.exp", "exp2": "tl.exp2", "log": "tl.log", "sqrt": "tl.sqrt", "abs": "tl.abs",
+_UNARY = {"exp": "tl.exp", "exp2": "tl.exp2", "log": "tl.log", "log2": "tl.log2", "sqrt": "tl.sqrt", "abs": "tl.abs",
           "sigmoid": "tl.sigmoid"}
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">",
            "ge": ">=", "eq": "==", "ne": "!="}
@@ -57,6 +58,8 @@ def params_of(ir: KernelIR) -> list[Param]:
     for t in ir.tensors:
         for d, s in enumerate(t.strides):
             params.append(Param(s.name, "int", ("stride", t.name, d), "i32"))
+    for sym, dt in ir.scalars:
+        params.append(Param(sym.name, "int" if dt == "i32" else "float", ("scalar", sym.name), dt))
     for c in ir.constexprs:
         params.append(Param(c.name, "constexpr", ("const", c.name)))
     return params
@@ -74,7 +77,8 @@ class _Emitter:
     # names ---------------------------------------------------------------------------
     def name(self, v: Value) -> str:
         if v.id not in self.names:
-            base = v.name or f"t{v.id}"
+            # unnamed tiles are numbered per kernel, never by global id (stable golden files)
+            base = v.name or f"t{len(self.names)}"
             n, k = base, 1
             while n in self.used:
                 n = f"{base}_{k}"
@@ -109,12 +113,12 @@ class _Emitter:
 
         return to_source(e, name_of, {"min": "tl.minimum", "max": "tl.maximum", "cdiv": "tl.cdiv"})
 
-    def operand(self, a: Any) -> str:
+    def operand(self, a: Any, shape: tuple | None = None) -> str:
         if isinstance(a, Value):
             return self.name(a)
         if isinstance(a, float):
-            return repr(a)
-        return self.expr(a)
+            return _float(a)
+        return self.expr(a, shape)  # may hold element indices of the result tile
 
     def pointer(self, view: View) -> str:
         return f"{view.tensor.name} + ({self.expr(view.offset, view.shape)})"
@@ -141,13 +145,14 @@ class _Emitter:
         elif isinstance(op, Zeros):
             self.emit(ind, f"{self.name(op.out)} = tl.zeros({self.shape(op.out)}, dtype={dtype_expr(op.out.dtype)})", op)
         elif isinstance(op, Full):
-            self.emit(ind, f"{self.name(op.out)} = tl.full({self.shape(op.out)}, {op.value!r}, dtype={dtype_expr(op.out.dtype)})", op)
+            self.emit(ind, f"{self.name(op.out)} = tl.full({self.shape(op.out)}, {_float(op.value)}, dtype={dtype_expr(op.out.dtype)})", op)
         elif isinstance(op, Load):
-            mask = f", mask={self.expr(op.mask, op.view.shape)}, other={op.other!r}" if op.mask is not None else ""
+            mask = f", mask={self.expr(op.mask, op.view.shape)}, other={_float(op.other)}" if op.mask is not None else ""
             self.emit(ind, f"{self.name(op.out)} = tl.load({self.pointer(op.view)}{mask})", op, op.view.desc)
         elif isinstance(op, Store):
             mask = f", mask={self.expr(op.mask, op.view.shape)}" if op.mask is not None else ""
-            self.emit(ind, f"tl.store({self.pointer(op.view)}, {self.name(op.value)}{mask})", op, op.view.desc)
+            fn = "tl.atomic_add" if op.kind == "atomic_add" else "tl.store"  # AtomicAdd is a Store
+            self.emit(ind, f"{fn}({self.pointer(op.view)}, {self.name(op.value)}{mask})", op, op.view.desc)
         elif isinstance(op, Dot):
             a, b = self.name(op.a), self.name(op.b)
             if self.options.get("dot_upcast_fp32"):
@@ -158,6 +163,9 @@ class _Emitter:
             self.emit(ind, f"{self.name(op.out)} = {self.name(op.x)}.to({dtype_expr(op.out.dtype)})", op)
         elif isinstance(op, Elementwise):
             self.emit(ind, f"{self.name(op.out)} = {self.elementwise(op)}", op)
+        elif isinstance(op, ExpandDims):
+            idx = ", ".join("None" if d == op.axis else ":" for d in range(len(op.out.shape)))
+            self.emit(ind, f"{self.name(op.out)} = {self.name(op.x)}[{idx}]", op)
         elif isinstance(op, Reduce):
             self.emit(ind, f"{self.name(op.out)} = {_REDUCE[op.fn]}({self.name(op.x)}, axis={op.axis})", op)
         elif isinstance(op, Loop):
@@ -169,7 +177,7 @@ class _Emitter:
         return "(" + ", ".join(self.expr(s) for s in v.shape) + ("," if len(v.shape) == 1 else "") + ")"
 
     def elementwise(self, op: Elementwise) -> str:
-        args = [self.operand(a) for a in op.args]
+        args = [self.operand(a, op.out.shape) for a in op.args]
         if op.fn in _BINARY:
             return f"{args[0]} {_BINARY[op.fn]} {args[1]}"
         if op.fn in _UNARY:
@@ -203,6 +211,15 @@ class _Emitter:
                 self.emit(ind + 1, f"{self.name(c.arg)} = {self.name(c.yielded)}")
         if not op.body:
             self.emit(ind + 1, "pass")
+
+
+def _float(x: float) -> str:
+    """A float literal Triton's JIT accepts, infinities and NaN included."""
+    if x != x:
+        return 'float("nan")'
+    if x in (float("inf"), float("-inf")):
+        return 'float("inf")' if x > 0 else 'float("-inf")'
+    return repr(x)
 
 
 def _uses_after_definition(body: list[Op], args: set[int], yields: set[int]) -> bool:
