@@ -293,7 +293,9 @@ class Tile:
         if any(i is not None and i != slice(None) for i in index) or index.count(None) != 1:
             raise tracer.fail(f"tile indexing supports one new axis like x[:, None], got {index}")
         if len(index) != len(self.shape) + 1:
-            raise tracer.fail(f"x{list(index)} on a {len(self.shape)}-D tile needs {len(self.shape) + 1} entries")
+            raise tracer.fail(
+                f"x{list(index)} on a {len(self.shape)}-D tile needs {len(self.shape) + 1} entries"
+            )
         axis = index.index(None)
         shape = self.shape[:axis] + (1,) + self.shape[axis:]
         out = _new(shape, self._value.dtype)
@@ -322,7 +324,9 @@ def _broadcast_shape(shapes: list[tuple[IntLike, ...]]) -> tuple[IntLike, ...]:
     out = list(shapes[0])
     for s in shapes[1:]:
         if len(s) != len(out):
-            raise tracer.fail(f"tile shapes {tuple(out)} and {s} differ in rank; add an axis with x[:, None]")
+            raise tracer.fail(
+                f"tile shapes {tuple(out)} and {s} differ in rank; add an axis with x[:, None]"
+            )
         for d, (a, b) in enumerate(zip(out, s)):
             if isinstance(a, int) and a == 1:
                 out[d] = b
