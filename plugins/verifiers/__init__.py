@@ -1,4 +1,5 @@
-"""Verifier plugins. `none` skips verification (the report says so, never "verified")."""
+"""Verifier plugins. `none` skips verification (the report says so, never "verified");
+`smt` proves the kernel's tag assertions with z3 (plugins/verifiers/smt)."""
 
 from __future__ import annotations
 
@@ -19,4 +20,6 @@ class NoVerifier:
 
 @hookimpl
 def argus_register_verifiers():
-    return [NoVerifier()]
+    from argus_plugins.verifiers.smt import SmtVerifier  # z3 loads only when verifiers register
+
+    return [NoVerifier(), SmtVerifier()]

@@ -1,0 +1,73 @@
+"""Verification time of the smt verifier: per kernel, and how it grows with tile size and
+warps. CPU only. Usage: python benchmarks/verify_bench.py [--repeat 3]
+
+Prints one table last: kernel, tiles, warps, status, assertions, z3 queries, median seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import time
+
+from argus_core.types import Policy
+from argus_plugins.dsl.tile.frontend import TileFrontend
+from argus_plugins.verifiers.smt import analyse
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+GEMM = ROOT / "argus_core" / "kernels" / "gemm" / "kernel.py"
+CORRECT = ROOT / "tests" / "plugins" / "verifiers" / "smt" / "correct"
+
+
+def measure(path: pathlib.Path, tiles: dict[str, int], warps: int, repeat: int) -> dict:
+    """Median wall time of parse-free verification (the IR is traced once)."""
+    ir = TileFrontend().parse(path.read_text(), "gemm", str(path))
+    pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": warps})
+    times, findings, ctx = [], [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        findings, ctx = analyse(ir, pol, {})
+        times.append(time.perf_counter() - t0)
+    status = (
+        "violated"
+        if any(f.status == "violated" for f in findings)
+        else ("unknown" if any(f.status == "unknown" for f in findings) else "verified")
+    )
+    return {
+        "kernel": path.stem,
+        "tiles": "x".join(str(tiles[k]) for k in ("BM", "BN", "BK")),
+        "warps": warps,
+        "status": status,
+        "assertions": len(findings),
+        "queries": ctx.queries,
+        "seconds": statistics.median(times),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    rows = []
+    for t in (16, 32, 64, 128, 256):
+        for w in (4, 8) if t >= 64 else (4,):
+            rows.append(
+                measure(GEMM, {"BM": t, "BN": t, "BK": min(t, 64), "GROUP": 8}, w, args.repeat)
+            )
+    for path in sorted(CORRECT.glob("*.py")):
+        rows.append(
+            measure(path, {"BM": 64, "BN": 64, "BK": 32, "GROUP": 8, "SPLIT": 4}, 4, args.repeat)
+        )
+    head = f"{'kernel':24} {'BMxBNxBK':>12} {'warps':>5} {'status':>9} {'asserts':>7} {'queries':>7} {'seconds':>8}"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(
+            f"{r['kernel']:24} {r['tiles']:>12} {r['warps']:>5} {r['status']:>9} {r['assertions']:>7} "
+            f"{r['queries']:>7} {r['seconds']:>8.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

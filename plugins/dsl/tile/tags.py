@@ -1,0 +1,225 @@
+"""Tags, tag assertions, and the explicit views and ops the verifier reasons about.
+
+Kernels use these through `lang` (`al.tag(...)`, `al.permute(...)`). Tags and assertions
+are ghost state: they emit erased IR ops, so the lowered code is the same without them.
+The views (permuted, swizzled, re-strided) are ordinary IR `View`s whose coordinates and
+offsets are computed differently; a view's coordinates are its elements' built-in tags.
+
+The built-in tag of a loaded tile is named `"coord"`: its global coordinates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from argus_core.ir import Expr, IntLike, Sym, View, as_expr, cdiv, elem_sym, emin, land
+from argus_core.ir.nodes import AtomicAdd
+from argus_core.ir.tags import AssertTag, AssertTagEq, Tag
+from argus_core.layout import Layout
+from argus_plugins.dsl.tile import tracer
+
+COORD = "coord"
+
+
+def _tile_value(x: Any, op: str):
+    from argus_plugins.dsl.tile.lang import Tile
+
+    if not isinstance(x, Tile):
+        raise tracer.fail(f"{op} takes a tile (a loaded or computed value), got {type(x).__name__}")
+    return x._value
+
+
+def _as_tuple(v: Any, op: str) -> tuple[IntLike, ...]:
+    vals = tuple(v) if isinstance(v, tuple | list) else (v,)
+    for e in vals:
+        if not isinstance(e, int | Expr) or isinstance(e, bool):
+            raise tracer.fail(f"{op}: tag entries must be ints or symbolic expressions, got {e!r}")
+    return vals
+
+
+# ------------------------------------------------------------------------------- tags
+
+
+def tag(x: Any, fn: Callable[..., Any], name: str = "tag") -> Any:
+    """Attach tag `name` to every element of tile `x`: `fn(i0, i1, ...)` receives the element
+    indices (symbols) and returns a tuple of expressions (it may close over program ids,
+    loop variables and shapes). Returns `x` so a tag can be written inline."""
+    v = _tile_value(x, "tag")
+    if name == COORD:
+        raise tracer.fail(f"tag name {COORD!r} is the built-in coordinate tag; choose another name")
+    elems = [elem_sym(d, s) for d, s in enumerate(v.shape)]
+    exprs = _as_tuple(fn(*elems), "tag")
+    tracer.state().emit(Tag(tracer.point("tag"), v, exprs, name))
+    return x
+
+
+def assert_tag_eq(a: Any, b: Any, name: str = COORD, name_b: str | None = None) -> None:
+    """Assert that tag `name` of `a` equals tag `name_b` (default: `name`) of `b` at every
+    element where both are real. `a` and `b` must have the same shape."""
+    va, vb = _tile_value(a, "assert_tag_eq"), _tile_value(b, "assert_tag_eq")
+    if tuple(va.shape) != tuple(vb.shape):
+        raise tracer.fail(
+            f"assert_tag_eq of tiles with shapes {va.shape} and {vb.shape}: they must match"
+        )
+    tracer.state().emit(AssertTagEq(tracer.point("assert_tag_eq"), va, vb, name, name_b or name))
+
+
+def assert_tag(
+    pred: Callable[..., Any], x: Any, name: str = COORD, arity: int | None = None
+) -> None:
+    """Assert `pred(*tag_entries)` at every real element of `x`; `pred` receives the entries
+    of tag `name` as symbols and returns a predicate (`t0 < M`, `(t0 - t1).eq(0)`, ...).
+    `arity` is the number of entries (default: the tile's rank)."""
+    v = _tile_value(x, "assert_tag")
+    n = len(v.shape) if arity is None else arity
+    syms = tuple(Sym(f"_tag{d}", "scalar") for d in range(n))
+    p = pred(*syms)
+    if not isinstance(p, Expr):
+        raise tracer.fail(f"assert_tag: the predicate must return a symbolic condition, got {p!r}")
+    tracer.state().emit(AssertTag(tracer.point("assert_tag"), v, name, syms, p))
+
+
+# ------------------------------------------------------------------------------ views
+
+
+def _view_of(view: Any, op: str):
+    from argus_plugins.dsl.tile.lang import TileView
+
+    if not isinstance(view, TileView):
+        raise tracer.fail(
+            f"{op} takes a tile view like a.tile(BM, BK)[pm, k], got {type(view).__name__}"
+        )
+    return view.view
+
+
+def _remap(v: View, shape: tuple[IntLike, ...], where: Sequence[IntLike], desc: str):
+    """The view whose element e is element `where(e)` of `v` (`where` over the new elems)."""
+    from argus_plugins.dsl.tile.lang import TileView
+
+    mapping = {elem_sym(d): w for d, w in enumerate(where)}
+    sub = lambda e: e.subs(mapping) if isinstance(e, Expr) else e  # noqa: E731
+    return TileView(
+        View(
+            v.tensor,
+            tuple(shape),
+            tuple(sub(c) for c in v.coords),
+            sub(v.offset),
+            as_expr(sub(v.in_bounds)),
+            desc,
+        )
+    )
+
+
+def permute(view: Any, order: Sequence[int]):
+    """The view through the layout with modes permuted: element e of the result is element
+    `e'` of `view` with `e'[order[d]] = e[d]`; its shape is `view.shape` permuted. Its own
+    inverse is the inverse permutation."""
+    v = _view_of(view, "permute")
+    order = tuple(order)
+    if sorted(order) != list(range(len(v.shape))):
+        raise tracer.fail(
+            f"permute order {order} is not a permutation of {tuple(range(len(v.shape)))}"
+        )
+    shape = tuple(v.shape[o] for o in order)
+    where: list[IntLike] = [0] * len(order)
+    for d, o in enumerate(order):
+        where[o] = elem_sym(d, shape[d])
+    return _remap(v, shape, where, f"permute({v.desc}, {order})")
+
+
+def xor_bits(a: IntLike, b: IntLike, bits: int) -> IntLike:
+    """`a ^ b` for `b < 2**bits` (and any a >= 0), as + // % arithmetic: every backend and z3
+    (linear arithmetic with constant divisors) understand it."""
+    low: IntLike = 0
+    for k in range(bits):
+        low = low + (((a // 2**k) + (b // 2**k)) % 2) * 2**k
+    return a - a % 2**bits + low
+
+
+def swizzle(view: Any, bits: int, base: int = 0, shift: int = 0):
+    """XOR swizzle of a 2-D view (CuTe `Swizzle<bits, base, shift>` on (row, col)): element
+    (i, j) of the result is element (i, j ^ (((i >> shift) % 2**bits) << base)) of `view`.
+    A swizzle is its own inverse; `unswizzle` names that for readability."""
+    v = _view_of(view, "swizzle")
+    if len(v.shape) != 2:
+        raise tracer.fail(f"swizzle needs a 2-D view, got shape {v.shape}")
+    if bits < 0 or base < 0 or shift < 0:
+        raise tracer.fail(f"swizzle bits/base/shift must be >= 0, got {bits}/{base}/{shift}")
+    params = (bits, base, shift)
+    source = getattr(view, "_swizzled", None)
+    if source is not None and source[1] == params:
+        return source[0]  # the same XOR swizzle twice is the identity: compose in the algebra
+    i, j = elem_sym(0, v.shape[0]), elem_sym(1, v.shape[1])
+    mask = ((i // 2**shift) % 2**bits) * 2**base
+    out = _remap(
+        v,
+        v.shape,
+        (i, xor_bits(j, mask, bits + base)),
+        f"swizzle({v.desc}, {bits}, {base}, {shift})",
+    )
+    out._swizzled = (view, params)
+    return out
+
+
+def unswizzle(view: Any, bits: int, base: int = 0, shift: int = 0):
+    """The inverse of `swizzle(view, bits, base, shift)` (XOR swizzles are involutions)."""
+    return swizzle(view, bits, base, shift)
+
+
+def with_strides(tensor: Any, *strides: IntLike):
+    """Reinterpret `tensor` with explicit strides (offsets computed from them) while its
+    elements keep their true coordinates. The verifier checks the offsets against the
+    tensor's true (contiguous row-major) layout, so a wrong stride is a counterexample."""
+    from argus_plugins.dsl.tile.lang import TensorArg
+
+    if not isinstance(tensor, TensorArg):
+        raise tracer.fail(
+            f"with_strides takes a kernel tensor argument, got {type(tensor).__name__}"
+        )
+    if len(strides) != len(tensor.shape):
+        raise tracer.fail(
+            f"{tensor.name}.with_strides needs {len(tensor.shape)} strides, got {len(strides)}"
+        )
+    out = TensorArg(tensor.param)
+    out.layout = Layout(tensor.param.dims, tuple(strides))
+    return out
+
+
+# --------------------------------------------------------------------- split-K support
+
+
+def split_range(n: IntLike, splits: IntLike, s: IntLike) -> tuple[IntLike, IntLike]:
+    """Iterations `[lo, hi)` of split `s` when `n` iterations are cut into `splits` parts."""
+    per = cdiv(n, splits)
+    return s * per, emin((s + 1) * per, n)
+
+
+def atomic_add(view: Any, value: Any, mask: Expr | None = None, boundary: bool = True) -> None:
+    """Add a tile into `view` atomically (split-K partial sums). The verifier checks that
+    the partial sums landing on each output element cover the contraction exactly once."""
+    from argus_plugins.dsl.tile.lang import Tile
+
+    v = _view_of(view, "atomic_add")
+    if not isinstance(value, Tile) or tuple(value.shape) != tuple(v.shape):
+        raise tracer.fail(f"atomic_add needs a tile of shape {v.shape}, got {value!r}")
+    m = land(v.in_bounds if boundary else None, mask)
+    st = tracer.state()
+    st.emit(AtomicAdd(tracer.point("atomic_add"), v, value._value, None if m == as_expr(1) else m))
+    if v.tensor.name not in st.written:
+        st.written.append(v.tensor.name)
+
+
+__all__ = [
+    "COORD",
+    "assert_tag",
+    "assert_tag_eq",
+    "atomic_add",
+    "permute",
+    "split_range",
+    "swizzle",
+    "tag",
+    "unswizzle",
+    "with_strides",
+    "xor_bits",
+]

@@ -1,0 +1,72 @@
+"""Helpers: parse a DSL file, verify it, and replay a counterexample concretely."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+from argus_core.ir import KernelIR, Let
+from argus_core.types import Policy, VerifyReport
+from argus_plugins.dsl.tile.frontend import TileFrontend
+from argus_plugins.verifiers.smt import SmtVerifier
+
+HERE = pathlib.Path(__file__).parent
+GEMM = HERE.parents[3] / "argus_core" / "kernels" / "gemm" / "kernel.py"
+TILES = {"BM": 64, "BN": 32, "BK": 32, "GROUP": 4, "SPLIT": 4}
+EXPECT = re.compile(r"# <- violated: (\w+)")
+
+
+def parse(path: pathlib.Path, entry: str = "gemm") -> KernelIR:
+    return TileFrontend().parse(path.read_text(), entry, str(path))
+
+
+def policy_for(ir: KernelIR, **tiles: int) -> Policy:
+    t = {**TILES, **tiles}
+    return Policy({c.name: t[c.name] for c in ir.constexprs}, {"num_warps": 4})
+
+
+def verify(
+    path: pathlib.Path, options: dict | None = None, **tiles: int
+) -> tuple[KernelIR, Policy, VerifyReport]:
+    ir = parse(path)
+    pol = policy_for(ir, **tiles)
+    return ir, pol, SmtVerifier().verify(ir, pol, options or {})
+
+
+def expected(path: pathlib.Path) -> tuple[str, int]:
+    """(assertion, line) named by the file's '# <- violated: NAME' marker."""
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        m = EXPECT.search(line)
+        if m:
+            return m.group(1), n
+    raise AssertionError(f"{path} has no '# <- violated:' marker")
+
+
+def program_env(ir: KernelIR, pol: Policy, cex: dict) -> dict[str, int]:
+    """Concrete values of every scalar of the counterexample's program, computed in Python
+    (Expr.evaluate), independently of z3: shapes, tiles, contiguous strides, the Let chain,
+    the iteration and the element."""
+    env: dict[str, int] = {s.name: 1 for s in ir.shape_syms}
+    env.update(cex["shapes"])
+    env.update(pol.tiles)
+    for t in ir.tensors:
+        acc = 1
+        for d in reversed(range(len(t.dims))):
+            env[t.strides[d].name] = acc
+            acc *= env[t.dims[d].name]
+    env["program_id_0"] = cex["program_id"] if cex["program_id"] is not None else 0
+    for op in ir.walk():
+        if isinstance(op, Let):
+            e = op.expr
+            env[op.sym.name] = e if isinstance(e, int) else e.evaluate(env)
+    env.update(cex.get("iteration") or {})
+    for d, v in enumerate(cex.get("element") or []):
+        env[f"_i{d}"] = v
+    return env
+
+
+@pytest.fixture(scope="session")
+def gemm_path() -> pathlib.Path:
+    return GEMM

@@ -1,0 +1,25 @@
+"""Correct twin: split-K with al.split_range and atomic adds."""
+
+# ruff: noqa: F821
+from argus_plugins.dsl.tile import lang as al
+
+
+@al.kernel
+def gemm(
+    a: al.Tensor["M", "K"],
+    b: al.Tensor["K", "N"],
+    c: al.Tensor["M", "N"],
+    BM: al.constexpr,
+    BN: al.constexpr,
+    BK: al.constexpr,
+    SPLIT: al.constexpr,
+):
+    pm, pn, ps = al.program_ids((al.cdiv(c.shape[0], BM), al.cdiv(c.shape[1], BN), SPLIT))
+    n = al.cdiv(a.shape[1], BK)
+    lo, hi = al.split_range(n, SPLIT, ps)
+    acc = al.zeros((BM, BN), al.f32)
+    for k in al.range(lo, hi):
+        x = al.load(a.tile(BM, BK)[pm, k])
+        y = al.load(b.tile(BK, BN)[k, pn])
+        acc = al.dot(x, y, acc)
+    al.atomic_add(c.tile(BM, BN)[pm, pn], acc)

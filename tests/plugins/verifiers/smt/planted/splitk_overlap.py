@@ -1,0 +1,27 @@
+"""Planted bug: split-K ranges overlap by one iteration."""
+
+# ruff: noqa: F821
+from argus_plugins.dsl.tile import lang as al
+
+
+@al.kernel
+def gemm(
+    a: al.Tensor["M", "K"],
+    b: al.Tensor["K", "N"],
+    c: al.Tensor["M", "N"],
+    BM: al.constexpr,
+    BN: al.constexpr,
+    BK: al.constexpr,
+    SPLIT: al.constexpr,
+):
+    pm, pn, ps = al.program_ids((al.cdiv(c.shape[0], BM), al.cdiv(c.shape[1], BN), SPLIT))
+    n = al.cdiv(a.shape[1], BK)
+    per = al.cdiv(n, SPLIT)
+    lo = ps * per
+    hi = al.minimum((ps + 1) * per + 1, n)  # root cause
+    acc = al.zeros((BM, BN), al.f32)
+    for k in al.range(lo, hi):
+        x = al.load(a.tile(BM, BK)[pm, k])
+        y = al.load(b.tile(BK, BN)[k, pn])
+        acc = al.dot(x, y, acc)
+    al.atomic_add(c.tile(BM, BN)[pm, pn], acc)  # <- violated: contraction_once

@@ -1,0 +1,27 @@
+"""Planted bug: A re-strided with its row count M instead of its row length K."""
+
+# ruff: noqa: F821
+from argus_plugins.dsl.tile import lang as al
+
+
+@al.kernel
+def gemm(
+    a: al.Tensor["M", "K"],
+    b: al.Tensor["K", "N"],
+    c: al.Tensor["M", "N"],
+    BM: al.constexpr,
+    BN: al.constexpr,
+    BK: al.constexpr,
+    GROUP: al.constexpr,
+):
+    pm, pn = al.program_ids(al.cdiv(c.shape, (BM, BN)), order=al.grouped(GROUP))
+    a_rm = al.with_strides(
+        a, a.shape[0], 1
+    )  # root cause: the row stride of a row-major (M, K) is K
+
+    acc = al.zeros((BM, BN), al.f32)
+    for k in al.range(al.cdiv(a.shape[1], BK)):
+        x = al.load(a_rm.tile(BM, BK)[pm, k])  # <- violated: layout
+        y = al.load(b.tile(BK, BN)[k, pn])
+        acc = al.dot(x, y, acc)
+    al.store(c.tile(BM, BN)[pm, pn], acc.to(c.dtype))
