@@ -38,6 +38,7 @@ class KernelConfig:
     shape: dict[str, int] = field(default_factory=dict)  # the shape estimates and timings are for
     check_shapes: list[dict[str, int]] = field(default_factory=list)  # small correctness shapes
     tiles: dict[str, list[int]] = field(default_factory=dict)  # constexpr -> allowed values
+    source: str | None = None  # a DSL file to use instead of the family's own kernel
     options: dict[str, Any] = field(default_factory=dict)
 
 

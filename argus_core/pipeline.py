@@ -8,12 +8,14 @@ run goes on; only a broken configuration stops the run before it starts.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -44,7 +46,7 @@ class Stages:
     @classmethod
     def from_config(cls, cfg: DictConfig, registry: Registry) -> Stages:
         return cls(
-            family=registry.get("kernel", cfg.kernel.name),
+            family=_with_source(registry.get("kernel", cfg.kernel.name), cfg.kernel.get("source")),
             dsl=registry.get("dsl", cfg.dsl.name),
             verifier=registry.get("verifier", cfg.verifier.name),
             backend=registry.get("backend", cfg.backend.name),
@@ -150,6 +152,21 @@ class Stages:
             runner=runner,
             timeout_s=float(ev.timeout_s),
         )
+
+
+def _with_source(family: Any, source: str | None) -> Any:
+    """The family, reading its DSL kernel from `source` (`kernel.source=PATH`) when
+    given: users bring their own version of a family's kernel and keep its reference."""
+    if not source:
+        return family
+    path = os.path.abspath(source)
+    if not os.path.isfile(path):
+        raise ConfigError(f"kernel.source={source!r}: no such file")
+    if not hasattr(family, "source_path"):
+        raise ConfigError(f"kernel family {family.name!r} does not take kernel.source")
+    family = copy.copy(family)
+    family.source_path = Path(path)
+    return family
 
 
 def _first_line(text: str) -> str:

@@ -67,9 +67,13 @@ def _compile_cell(field: str) -> Callable[[CandidateResult], str]:
 
 
 # (header, cell, right-aligned); the status column is added by render_table (it needs `best`)
+# "skipped" means verifier=none: printed as "-" like any other missing figure
+_VERIFY_CELL = {"verified": "yes", "violated": "NO", "unknown": "unknown", "skipped": MISSING}
+
 _COLUMNS: list[tuple[str, Callable[[CandidateResult], str], bool]] = [
     ("candidate", lambda r: r.candidate.id, False),
     ("policy", lambda r: r.candidate.policy.key(), False),
+    ("verified?", lambda r: _VERIFY_CELL.get(r.verify.status, r.verify.status), False),
     ("correct?", _correct_cell, False),
     ("VGPRs", _compile_cell("registers"), True),
     ("spills", _compile_cell("spills"), True),

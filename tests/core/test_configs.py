@@ -49,7 +49,7 @@ def test_defaults_and_gemm_values():
     chosen = {g: cfg[g].name for g in GROUPS[1:]}
     assert chosen == {
         "dsl": "tile",
-        "verifier": "none",
+        "verifier": "smt",
         "backend": "mi300x",
         "planner": "baseline",
         "llm": "none",

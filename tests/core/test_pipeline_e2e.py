@@ -38,6 +38,7 @@ def test_main_job_succeeds_and_prints_the_summary(gemm_run):
     for column in (
         "candidate",
         "policy",
+        "verified?",
         "correct?",
         "VGPRs",
         "spills",
@@ -54,6 +55,7 @@ def test_main_job_succeeds_and_prints_the_summary(gemm_run):
     correct = [r for r in results if r["failure"] is None]
     assert correct, [r["failure"] for r in results]
     for r in correct:
+        assert r["verify"]["status"] == "verified"  # verifier=smt is the default
         assert r["correctness"]["ok"] and r["correctness"]["runner"] == "interpret"
         assert r["correctness"]["shapes"], "correctness must run on the configured ragged shapes"
         assert r["compile"]["mma_count"] > 0 and r["compile"]["spills"] == 0
@@ -80,3 +82,34 @@ def test_mlflow_holds_a_parent_and_one_child_per_candidate_with_artifacts(gemm_r
             path = client.download_artifacts(child.info.run_id, "kernel.amdgcn", str(cwd))
             assert "v_mfma" in Path(path).read_text()
             assert "estimated_ms" in child.data.metrics
+
+
+def test_a_violated_candidate_is_not_compiled_and_its_counterexample_is_logged(tmp_path, run_argus):
+    from mlflow import MlflowClient
+
+    planted = Path(__file__).parents[1] / "plugins/verifiers/smt/planted/wrong_k_offset.py"
+    proc = run_argus("+kernel=gemm", "budget=1", f"kernel.source={planted}", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # no correct candidate
+    assert "FAILED verify" in proc.stdout
+    (result,) = json.loads(
+        next(Path(tmp_path, ".argus", "runs").glob("*/results.json")).read_text()
+    )
+    assert result["failure"].startswith("verify: ")
+    assert result["verify"]["status"] == "violated" and result["compile"] is None
+    cex = result["verify"]["counterexamples"][0]
+    assert cex["program_point"]["file"] == str(planted)
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path}/.argus/mlflow.db")
+    exp = client.get_experiment_by_name("argus")
+    (child,) = [
+        r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" in r.data.tags
+    ]
+    names = {a.path for a in client.list_artifacts(child.info.run_id)}
+    assert "counterexamples.json" in names and "kernel.amdgcn" not in names
+
+
+def test_interpret_backend_with_tracking_off(tmp_path, run_argus):
+    proc = run_argus("+kernel=gemm", "backend=interpret", "tracking=none", "budget=2", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "MLflow" not in proc.stdout and not (tmp_path / ".argus" / "mlflow.db").exists()
+    results = json.loads(next(Path(tmp_path, ".argus", "runs").glob("*/results.json")).read_text())
+    assert all(r["failure"] is None and r["correctness"]["ok"] for r in results)

@@ -4,8 +4,9 @@ One program computes BM query rows of one (batch, query head): it streams the ke
 values of that head's KV head in blocks of BN, keeping a running row max `m_i` and row sum
 `l_i` (online softmax, base 2 with the scale folded in), and writes the output rows and
 their log-sum-exp (natural log) once. Grouped-query attention: query head h reads KV head
-h // (HQ // HKV). Causal (`causal != 0`): query row i sees key j only when j <= i (PyTorch's
-top-left alignment), and key blocks wholly after the query block are never visited.
+h // (HQ // HKV). Causal (`causal != 0`) is bottom-right aligned: query row i sees key j
+only when j <= i + (SKV - S) (the last query sees every key; needs S <= SKV), and key blocks
+wholly after the query block's last visible key are never visited.
 """
 
 from argus_plugins.dsl.tile import lang as al
@@ -26,15 +27,16 @@ def attention(q: al.Tensor["B", "HQ", "S", "D"], k: al.Tensor["B", "HKV", "SKV",
     l_i = al.zeros((BM,), al.f32)
     acc = al.zeros((BM, HEAD_D), al.f32)
     n_blocks = al.cdiv(k.shape[2], BN)
-    # causal: stop after the last key block that holds a key <= the block's last query row
-    stop = n_blocks + causal * (al.minimum(n_blocks, al.cdiv((pm + 1) * BM, BN)) - n_blocks)
+    shift = k.shape[2] - q.shape[2]  # bottom-right causal alignment: row i sees keys <= i + shift
+    # causal: stop after the key block holding the block's last visible key
+    stop = n_blocks + causal * (al.minimum(n_blocks, al.cdiv((pm + 1) * BM + shift, BN)) - n_blocks)
     for n in al.range(stop):
         kt = al.load(al.permute(k[b, hk].tile(BN, HEAD_D)[n, 0], (1, 0)))  # K^T block
         vt = al.load(v[b, hk].tile(BN, HEAD_D)[n, 0])
         s = al.dot(qt, kt) * scale * LOG2E
         i, j = al.indices((BM, BN))
         key = n * BN + j
-        visible = (key < k.shape[2]) & (causal.eq(0) | (pm * BM + i >= key))
+        visible = (key < k.shape[2]) & (causal.eq(0) | (pm * BM + i + shift >= key))
         s = al.where(visible, s, float("-inf"))
         m_new = al.maximum(m_i, al.max(s, 1))
         p = al.exp2(s - m_new[:, None])

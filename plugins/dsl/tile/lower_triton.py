@@ -33,12 +33,35 @@ from argus_core.ir import (
 )
 from argus_core.types import LoweredKernel, Param, Policy
 
-TL_DTYPES = {"f32": "tl.float32", "f16": "tl.float16", "bf16": "tl.bfloat16", "i32": "tl.int32", "i1": "tl.int1"}
+TL_DTYPES = {
+    "f32": "tl.float32",
+    "f16": "tl.float16",
+    "bf16": "tl.bfloat16",
+    "i32": "tl.int32",
+    "i1": "tl.int1",
+}
 
-_UNARY = {"exp": "tl.exp", "exp2": "tl.exp2", "log": "tl.log", "log2": "tl.log2", "sqrt": "tl.sqrt", "abs": "tl.abs",
-          "sigmoid": "tl.sigmoid"}
-_BINARY = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">",
-           "ge": ">=", "eq": "==", "ne": "!="}
+_UNARY = {
+    "exp": "tl.exp",
+    "exp2": "tl.exp2",
+    "log": "tl.log",
+    "log2": "tl.log2",
+    "sqrt": "tl.sqrt",
+    "abs": "tl.abs",
+    "sigmoid": "tl.sigmoid",
+}
+_BINARY = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "div": "/",
+    "lt": "<",
+    "le": "<=",
+    "gt": ">",
+    "ge": ">=",
+    "eq": "==",
+    "ne": "!=",
+}
 _CALL2 = {"minimum": "tl.minimum", "maximum": "tl.maximum"}
 _REDUCE = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
 
@@ -143,16 +166,35 @@ class _Emitter:
         if isinstance(op, Let):
             self.emit(ind, f"{op.sym.name} = {self.expr(op.expr)}", op)
         elif isinstance(op, Zeros):
-            self.emit(ind, f"{self.name(op.out)} = tl.zeros({self.shape(op.out)}, dtype={dtype_expr(op.out.dtype)})", op)
+            self.emit(
+                ind,
+                f"{self.name(op.out)} = tl.zeros({self.shape(op.out)}, dtype={dtype_expr(op.out.dtype)})",
+                op,
+            )
         elif isinstance(op, Full):
-            self.emit(ind, f"{self.name(op.out)} = tl.full({self.shape(op.out)}, {_float(op.value)}, dtype={dtype_expr(op.out.dtype)})", op)
+            self.emit(
+                ind,
+                f"{self.name(op.out)} = tl.full({self.shape(op.out)}, {_float(op.value)}, dtype={dtype_expr(op.out.dtype)})",
+                op,
+            )
         elif isinstance(op, Load):
-            mask = f", mask={self.expr(op.mask, op.view.shape)}, other={_float(op.other)}" if op.mask is not None else ""
-            self.emit(ind, f"{self.name(op.out)} = tl.load({self.pointer(op.view)}{mask})", op, op.view.desc)
+            mask = (
+                f", mask={self.expr(op.mask, op.view.shape)}, other={_float(op.other)}"
+                if op.mask is not None
+                else ""
+            )
+            self.emit(
+                ind,
+                f"{self.name(op.out)} = tl.load({self.pointer(op.view)}{mask})",
+                op,
+                op.view.desc,
+            )
         elif isinstance(op, Store):
             mask = f", mask={self.expr(op.mask, op.view.shape)}" if op.mask is not None else ""
             fn = "tl.atomic_add" if op.kind == "atomic_add" else "tl.store"  # AtomicAdd is a Store
-            self.emit(ind, f"{fn}({self.pointer(op.view)}, {self.name(op.value)}{mask})", op, op.view.desc)
+            self.emit(
+                ind, f"{fn}({self.pointer(op.view)}, {self.name(op.value)}{mask})", op, op.view.desc
+            )
         elif isinstance(op, Dot):
             a, b = self.name(op.a), self.name(op.b)
             if self.options.get("dot_upcast_fp32"):
@@ -160,21 +202,32 @@ class _Emitter:
             acc = f", {self.name(op.acc)}" if op.acc is not None else ""
             self.emit(ind, f"{self.name(op.out)} = tl.dot({a}, {b}{acc})", op)
         elif isinstance(op, Cast):
-            self.emit(ind, f"{self.name(op.out)} = {self.name(op.x)}.to({dtype_expr(op.out.dtype)})", op)
+            self.emit(
+                ind, f"{self.name(op.out)} = {self.name(op.x)}.to({dtype_expr(op.out.dtype)})", op
+            )
         elif isinstance(op, Elementwise):
             self.emit(ind, f"{self.name(op.out)} = {self.elementwise(op)}", op)
         elif isinstance(op, ExpandDims):
             idx = ", ".join("None" if d == op.axis else ":" for d in range(len(op.out.shape)))
             self.emit(ind, f"{self.name(op.out)} = {self.name(op.x)}[{idx}]", op)
         elif isinstance(op, Reduce):
-            self.emit(ind, f"{self.name(op.out)} = {_REDUCE[op.fn]}({self.name(op.x)}, axis={op.axis})", op)
+            self.emit(
+                ind,
+                f"{self.name(op.out)} = {_REDUCE[op.fn]}({self.name(op.x)}, axis={op.axis})",
+                op,
+            )
         elif isinstance(op, Loop):
             self.loop(op, ind)
         else:
             raise DSLError(f"the triton lowering has no rule for op {op.kind!r}", str(op.point))
 
     def shape(self, v: Value) -> str:
-        return "(" + ", ".join(self.expr(s) for s in v.shape) + ("," if len(v.shape) == 1 else "") + ")"
+        return (
+            "("
+            + ", ".join(self.expr(s) for s in v.shape)
+            + ("," if len(v.shape) == 1 else "")
+            + ")"
+        )
 
     def elementwise(self, op: Elementwise) -> str:
         args = [self.operand(a, op.out.shape) for a in op.args]
@@ -192,8 +245,9 @@ class _Emitter:
 
     def loop(self, op: Loop, ind: int) -> None:
         # one Python name per carried value: init, iteration argument, yield and result
-        uses_after_yield = _uses_after_definition(op.body, {id(c.arg) for c in op.carried},
-                                                  {id(c.yielded) for c in op.carried})
+        uses_after_yield = _uses_after_definition(
+            op.body, {id(c.arg) for c in op.carried}, {id(c.yielded) for c in op.carried}
+        )
         for c in op.carried:
             name = self.name(c.init)
             self.alias(c.arg, name)
@@ -202,7 +256,9 @@ class _Emitter:
                 self.name(c.yielded)
             else:
                 self.alias(c.yielded, name)
-        rng = f"{self.expr(op.start)}, {self.expr(op.stop)}" + (f", {self.expr(op.step)}" if op.step != 1 else "")
+        rng = f"{self.expr(op.start)}, {self.expr(op.stop)}" + (
+            f", {self.expr(op.step)}" if op.step != 1 else ""
+        )
         self.emit(ind, f"for {op.var.name} in range({rng}):", op)
         self.last_line = None
         self.ops(op.body, ind + 1)
@@ -233,7 +289,9 @@ def _uses_after_definition(body: list[Op], args: set[int], yields: set[int]) -> 
     return False
 
 
-def lower(ir: KernelIR, policy: Policy | None = None, options: dict[str, Any] | None = None) -> LoweredKernel:
+def lower(
+    ir: KernelIR, policy: Policy | None = None, options: dict[str, Any] | None = None
+) -> LoweredKernel:
     """Triton source for `ir`. The policy's tiles must bind every constexpr of the kernel."""
     options = options or {}
     params = params_of(ir)
