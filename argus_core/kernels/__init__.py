@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from argus_core.hookspecs import hookimpl
+from argus_core.kernels.attention import AttentionFamily
 from argus_core.kernels.gemm import GemmFamily
 
 
 @hookimpl
 def argus_register_kernels() -> list[Any]:
-    return [GemmFamily()]
+    return [GemmFamily(), AttentionFamily()]
