@@ -25,7 +25,9 @@ from argus_core.plugin_manager import Registry, default_plugin_manager
 from argus_core.types import (
     Candidate,
     CandidateResult,
+    CompileReport,
     CorrectnessReport,
+    Policy,
     RunInfo,
     TimingReport,
     VerifyReport,
@@ -74,17 +76,25 @@ class Stages:
     def _evaluate(self, cand: Candidate, res: CandidateResult, artifacts: dict[str, str]) -> None:
         cfg, family, backend = self.cfg, self.family, self.backend
         filename = str(getattr(family, "source_path", None) or f"<{cand.id}>")
+        # a family made of several kernels (MoE: align, up, down, combine) names them all
+        entries = tuple(getattr(family, "entries", None) or (cand.entry,))
         stage = "parse"
         try:
-            ir = self.dsl.parse(cand.source, cand.entry, filename)
+            irs = [self.dsl.parse(cand.source, entry, filename) for entry in entries]
             stage = "policy"
             backend.validate_policy(cand.policy)
+            policies = [_policy_for(ir, cand.policy) for ir in irs]
+            unused = set(cand.policy.tiles) - {c.name for ir in irs for c in ir.constexprs}
+            if unused:
+                raise ConfigError(f"tiles {sorted(unused)} are constants of no kernel of {entries}")
         except ArgusError as exc:
             res.failure = f"{stage}: {exc}"
             return
 
         t = time.perf_counter()
-        res.verify = self.verifier.verify(ir, cand.policy, dict(cfg.verifier))
+        res.verify = _merge_verify(
+            [self.verifier.verify(ir, pol, dict(cfg.verifier)) for ir, pol in zip(irs, policies)]
+        )
         res.verify.seconds = res.verify.seconds or time.perf_counter() - t
         if res.verify.counterexamples:
             artifacts["counterexamples.json"] = json.dumps(
@@ -97,23 +107,28 @@ class Stages:
             return
 
         try:
-            res.lowered = self.dsl.lower(
-                ir, cand.policy, backend.lowering, dict(backend.lowering_options)
-            )
+            lowered = [
+                self.dsl.lower(ir, pol, backend.lowering, dict(backend.lowering_options))
+                for ir, pol in zip(irs, policies)
+            ]
         except ArgusError as exc:
             res.failure = f"lower: {exc}"
             return
-        artifacts["lowered_triton.py"] = res.lowered.source
+        res.lowered = lowered[0]
+        artifacts["lowered_triton.py"] = "\n\n".join(k.source for k in lowered)
 
-        dtypes = {t.name: cfg.kernel.dtype for t in ir.tensors}
-        res.compile = backend.compile(res.lowered, dtypes, cand.policy)
+        dtypes = _tensor_dtypes(family, cfg.kernel.dtype, irs)
+        res.compile = _merge_compile(
+            [k.name for k in lowered],
+            [backend.compile(k, dtypes, pol) for k, pol in zip(lowered, policies)],
+        )
         if res.compile.asm:
             artifacts[f"kernel.{res.compile.asm_kind or 'asm'}"] = res.compile.asm
         if not res.compile.ok:
             res.failure = f"compile: {_first_line(res.compile.error)}"
             return
 
-        res.correctness = self._correctness(ir, cand, res)
+        res.correctness = self._correctness(irs, policies, lowered, res)
         if res.correctness is not None and not res.correctness.ok:
             res.failure = f"correctness: {_first_line(res.correctness.error) or 'wrong result'}"
             return
@@ -122,7 +137,7 @@ class Stages:
         res.timing = backend.estimate(family, shape, cfg.kernel.dtype, cand.policy, res.compile)
 
     def _correctness(
-        self, ir: Any, cand: Candidate, res: CandidateResult
+        self, irs: list[Any], policies: list[Policy], lowered: list[Any], res: CandidateResult
     ) -> CorrectnessReport | None:
         from argus_core.evaluate.correctness import check_correctness
 
@@ -134,16 +149,17 @@ class Stages:
             mode == "auto" and self.backend.name != "interpret" and self.backend.device_available()
         )
         if use_device:
-            runner, lowered = "device", res.lowered
+            runner = "cuda"  # the GPU runner (CUDA or ROCm builds of torch alike)
         else:
             interp = self.registry.get("backend", "interpret")
             runner = "interpret"
-            lowered = self.dsl.lower(
-                ir, cand.policy, interp.lowering, dict(interp.lowering_options)
-            )
+            lowered = [
+                self.dsl.lower(ir, pol, interp.lowering, dict(interp.lowering_options))
+                for ir, pol in zip(irs, policies)
+            ]
         shapes = [dict(s) for s in self.cfg.kernel.check_shapes] or [dict(self.cfg.kernel.shape)]
         return check_correctness(
-            lowered,
+            lowered if len(lowered) > 1 else lowered[0],
             self.family.name,
             shapes,
             self.cfg.kernel.dtype,
@@ -151,7 +167,72 @@ class Stages:
             seed=int(self.cfg.seed) + res.index * 1000,
             runner=runner,
             timeout_s=float(ev.timeout_s),
+            constexprs=dict(res.candidate.policy.tiles),
         )
+
+
+def _policy_for(ir: Any, policy: Policy) -> Policy:
+    """The policy restricted to the tile constants this kernel declares."""
+    names = {c.name for c in ir.constexprs}
+    return Policy({k: v for k, v in policy.tiles.items() if k in names}, dict(policy.compiler))
+
+
+def _tensor_dtypes(family: Any, dtype: str, irs: list[Any]) -> dict[str, str]:
+    """Element dtype of every tensor argument: the family's own choices (fp32 lse, int32
+    indices), the run's dtype for the rest."""
+    own = getattr(family, "tensor_dtypes", None)
+    fixed = dict(own(dtype)) if own else {}
+    return {t.name: fixed.get(t.name, dtype) for ir in irs for t in ir.tensors}
+
+
+_VERIFY_ORDER = ("violated", "unknown", "verified", "skipped")
+
+
+def _merge_verify(reports: list[VerifyReport]) -> VerifyReport:
+    """One report for a program of kernels: the worst status, every counterexample."""
+    if len(reports) == 1:
+        return reports[0]
+    status = next(s for s in _VERIFY_ORDER if any(r.status == s for r in reports))
+    return VerifyReport(
+        status=status,  # type: ignore[arg-type]
+        counterexamples=[c for r in reports for c in r.counterexamples],
+        assertions=sum(r.assertions for r in reports),
+        seconds=sum(r.seconds for r in reports),
+        summary=next((r.summary for r in reports if r.status == status and r.summary), status),
+    )
+
+
+def _merge_compile(names: list[str], reports: list[CompileReport]) -> CompileReport:
+    """One report for a program of kernels: peak registers and memory, summed counts."""
+    if len(reports) == 1:
+        return reports[0]
+
+    def peak(attr: str, fn=max):
+        vals = [getattr(r, attr) for r in reports if getattr(r, attr) is not None]
+        return fn(vals) if vals else None
+
+    instructions: dict[str, int] = {}
+    for r in reports:
+        for k, v in r.instructions.items():
+            instructions[k] = instructions.get(k, 0) + v
+    return CompileReport(
+        target=reports[0].target,
+        ok=all(r.ok for r in reports),
+        error="\n".join(f"{n}: {r.error}" for n, r in zip(names, reports) if r.error),
+        seconds=sum(r.seconds for r in reports),
+        registers=peak("registers"),
+        sgprs=peak("sgprs"),
+        agprs=peak("agprs"),
+        spills=peak("spills", sum),
+        scratch_bytes=peak("scratch_bytes"),
+        occupancy=peak("occupancy", min),
+        shared_bytes=peak("shared_bytes"),
+        mma_count=peak("mma_count", sum),
+        buffer_loads=peak("buffer_loads", sum),
+        instructions=instructions,
+        asm="\n".join(f"; ==== kernel {n} ====\n{r.asm}" for n, r in zip(names, reports)),
+        asm_kind=reports[0].asm_kind,
+    )
 
 
 def _with_source(family: Any, source: str | None) -> Any:

@@ -50,7 +50,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def check_correctness(
-    lowered: LoweredKernel,
+    lowered: LoweredKernel | list[LoweredKernel],
     family: str,
     shapes: list[dict[str, int]],
     dtype: str,
@@ -64,12 +64,13 @@ def check_correctness(
 
     Never raises for the candidate's failure: a timeout gives error "timeout after Ns", a
     crash the tail of the child's stderr. Raises ConfigError only for an unknown runner.
-    `constexprs` override `lowered.constexprs` by key.
+    `constexprs` override `lowered.constexprs` by key. A list of kernels is a multi-kernel
+    program: the family's `program(launch, inputs, constexprs)` runs them in its order.
     """
     if runner not in RUNNERS:
         raise ConfigError(choices_error("correctness runner", runner, RUNNERS))
     request: dict[str, Any] = {
-        "lowered": lowered.to_dict(),
+        "kernels": [k.to_dict() for k in (lowered if isinstance(lowered, list) else [lowered])],
         "family": family,
         "shapes": [dict(s) for s in shapes],
         "dtype": dtype,

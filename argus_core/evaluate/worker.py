@@ -73,9 +73,17 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     ensure_triton_cache_dir()
     from argus_core.plugin_manager import Registry, make_plugin_manager
 
-    lowered = LoweredKernel.from_dict(request["lowered"])
+    kernels = [LoweredKernel.from_dict(k) for k in request["kernels"]]
     family = Registry(make_plugin_manager()).get("kernel", request["family"])
-    fn = load_kernel(lowered, request.get("workdir"))
+    fns = {k.name: (k, load_kernel(k, request.get("workdir"))) for k in kernels}
+    outputs = list(family.outputs)  # all of them: a kernel that skips one must fail
+
+    def launch(name: str, tensors: dict[str, Any]) -> None:
+        """Launch kernel `name` of the candidate with arguments bound from `tensors`."""
+        lowered, fn = fns[name]
+        args, grid = launch_args(lowered, tensors, request.get("constexprs"))
+        fn[grid](*args)
+
     dtype, device = request["dtype"], request["device"]
     atol, rtol = family.tolerance(dtype)
     worst_abs = worst_rel = 0.0
@@ -84,15 +92,17 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
             inputs = family.make_inputs(shape, dtype, int(request["seed"]) + trial, device)
             # reference first: a kernel that writes into its inputs cannot change it
             expected = family.reference(inputs)
-            for name in lowered.outputs:
+            for name in outputs:
                 _poison(inputs[name])
-            args, grid = launch_args(lowered, inputs, request.get("constexprs"))
-            fn[grid](*args)
+            if len(kernels) > 1:
+                family.program(launch, inputs, dict(request.get("constexprs") or {}))
+            else:
+                launch(kernels[0].name, inputs)
             if device != "cpu":
                 import torch
 
                 torch.cuda.synchronize()
-            for name in lowered.outputs:
+            for name in outputs:
                 ok, max_abs, max_rel, why = compare(inputs[name], expected[name], atol, rtol)
                 worst_abs, worst_rel = max(worst_abs, max_abs), max(worst_rel, max_rel)
                 if not ok:

@@ -287,6 +287,10 @@ class AttentionFamily:
         cu = 2 * (dims.b + 1) * 4 if dims.varlen else 0
         return float((qo + kv) * e + lse + cu)
 
+    def tensor_dtypes(self, dtype: str) -> dict[str, str]:
+        """Element dtypes that do not follow the run's dtype: the log-sum-exp is fp32."""
+        return {"lse": "fp32"}
+
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return TOLERANCES[self._check_dtype(dtype)]
 
