@@ -92,9 +92,7 @@ class Stages:
             return
 
         t = time.perf_counter()
-        res.verify = _merge_verify(
-            [self.verifier.verify(ir, pol, dict(cfg.verifier)) for ir, pol in zip(irs, policies)]
-        )
+        res.verify = _merge_verify([self._verify(ir, pol) for ir, pol in zip(irs, policies)])
         res.verify.seconds = res.verify.seconds or time.perf_counter() - t
         if res.verify.counterexamples:
             artifacts["counterexamples.json"] = json.dumps(
@@ -135,6 +133,17 @@ class Stages:
 
         shape = dict(cfg.kernel.shape)
         res.timing = backend.estimate(family, shape, cfg.kernel.dtype, cand.policy, res.compile)
+
+    def _verify(self, ir: Any, policy: Policy) -> VerifyReport:
+        """The verifier's report; a verifier that breaks on a kernel proves nothing about it
+        (`unknown`), which does not stop the candidate unless fail_on_unknown is set."""
+        try:
+            return self.verifier.verify(ir, policy, dict(self.cfg.verifier))
+        except Exception as exc:
+            return VerifyReport(
+                status="unknown",
+                summary=f"verifier error on {ir.name}: {type(exc).__name__}: {exc}",
+            )
 
     def _correctness(
         self, irs: list[Any], policies: list[Policy], lowered: list[Any], res: CandidateResult

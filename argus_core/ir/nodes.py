@@ -26,6 +26,16 @@ def elem_sym(axis: int, extent: IntLike | None = None) -> Sym:
     return Sym(f"_i{axis}", "elem", 0, extent)
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class TileElem(Sym):
+    """Data as an index: element `_i{axis}` of the 1-D tile `value` (a gathered row index, a
+    loaded mask). To the verifier it is an uninterpreted function of the element; the
+    lowering prints the tile, broadcast along `axis` of the view it indexes."""
+
+    value: Any = None
+    axis: int = 0
+
+
 @dataclass(frozen=True)
 class ProgramPoint:
     file: str
@@ -111,6 +121,17 @@ class Let(Op):
     sym: Sym
     expr: IntLike
     kind = "let"
+
+
+@dataclass(eq=False)
+class LoadScalar(Op):
+    """Binds the data symbol `sym` (kind "data") to one element of a global tensor."""
+
+    sym: Sym
+    tensor: TensorParam
+    coords: tuple[IntLike, ...]
+    offset: IntLike
+    kind = "load_scalar"
 
 
 @dataclass(eq=False)
@@ -205,6 +226,20 @@ class ExpandDims(Op):
     x: Value
     axis: int
     kind = "expand_dims"
+
+    def operands(self):
+        return [self.x]
+
+
+@dataclass(eq=False)
+class Scan(Op):
+    """Inclusive prefix `fn` (cumsum) along `axis`; same shape as `x`."""
+
+    out: Value
+    fn: str
+    x: Value
+    axis: int
+    kind = "scan"
 
     def operands(self):
         return [self.x]

@@ -14,7 +14,7 @@ from typing import Any
 
 from argus_core.errors import ConfigError, choices_error
 from argus_core.evaluate.dtypes import element_bytes, torch_dtype
-from argus_core.kernels.moe.routing import route
+from argus_core.kernels.moe.routing import padded_capacity, route
 
 # (atol, rtol) per dtype. Inputs are scaled so that every expert's output has unit variance
 # (see make_inputs) and out, a weighted sum of topk of them, is O(1). A correct kernel
@@ -83,6 +83,8 @@ class MoEFamily:
     name = "moe"
     entry = "moe"
     outputs: tuple[str, ...] = ("out",)
+    # the DSL kernels of `kernel.py`, in the order `program` launches them
+    entries: tuple[str, ...] = ("moe_route", "moe_align", "moe_up", "moe_down", "moe_combine")
 
     def __init__(self, source_path: str | Path | None = None):
         self.source_path = (
@@ -181,6 +183,74 @@ class MoEFamily:
         weights = experts_hit(d["T"], d["E"], d["TOPK"]) * 3 * d["H"] * d["I"] * e
         activations = 2 * d["T"] * d["H"] * e + d["T"] * d["E"] * 4
         return float(weights + activations)
+
+    def tensor_dtypes(self, dtype: str) -> dict[str, str]:
+        """Element dtypes that do not follow the run's dtype: routing in fp32, indices int32,
+        per-slot partial outputs in fp32 (summed over a token's slots before rounding)."""
+        return {
+            "logits": "fp32", "wts": "fp32", "y": "fp32",
+            "ids": "i32", "sorted_ids": "i32", "block_expert": "i32",
+        }  # fmt: skip
+
+    def program(self, launch: Any, inputs: dict[str, Any], tiles: dict[str, int]) -> None:
+        """Run the five kernels on `inputs`. Intermediates are allocated here, uninitialized
+        (every element a kernel reads was written by an earlier kernel); reshapes are views.
+        No arithmetic happens outside the kernels."""
+        import torch
+
+        x, w1, out = inputs["x"], inputs["w1"], inputs["out"]
+        t, h = x.shape
+        e, i = w1.shape[0], w1.shape[1] // 2
+        k = int(inputs["topk"])
+        slots, dev = t * k, x.device
+        cap = padded_capacity(slots, e, int(tiles["BM"]))
+        ids = torch.empty(t, k, dtype=torch.int32, device=dev)
+        wts = torch.empty(t, k, dtype=torch.float32, device=dev)
+        launch(
+            "moe_route",
+            {
+                "logits": inputs["router_logits"],
+                "ids": ids,
+                "wts": wts,
+                "renorm": int(inputs["renorm"]),
+            },
+        )
+        sorted_ids = torch.empty(cap, dtype=torch.int32, device=dev)
+        block_expert = torch.empty(cap // int(tiles["BM"]), dtype=torch.int32, device=dev)
+        launch(
+            "moe_align",
+            {
+                "ids": ids.view(slots),
+                "sorted_ids": sorted_ids,
+                "block_expert": block_expert,
+                "num_experts": e,
+            },
+        )
+        h1 = torch.empty(slots, i, dtype=x.dtype, device=dev)
+        launch(
+            "moe_up",
+            {
+                "x": x,
+                "w1": w1.view(e, 2, i, h),
+                "sorted_ids": sorted_ids,
+                "block_expert": block_expert,
+                "h1": h1,
+                "topk": k,
+            },
+        )
+        y = torch.empty(slots, h, dtype=torch.float32, device=dev)
+        launch(
+            "moe_down",
+            {
+                "h1": h1,
+                "w2": inputs["w2"],
+                "sorted_ids": sorted_ids,
+                "block_expert": block_expert,
+                "wts": wts.view(slots),
+                "y": y,
+            },
+        )
+        launch("moe_combine", {"y": y.view(t, k, h).permute(1, 0, 2), "out": out})
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return TOLERANCES[self._check_dtype(dtype)]

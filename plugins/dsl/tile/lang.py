@@ -27,12 +27,15 @@ from argus_core.ir import (
     IntLike,
     Let,
     Load,
+    LoadScalar,
     Loop,
     Op,
     Reduce,
+    Scan,
     Store,
     Sym,
     TensorParam,
+    TileElem,
     Value,
     View,
     Zeros,
@@ -145,6 +148,16 @@ class TensorArg:
         out.layout = self.layout
         return out
 
+    def rows(self, index: Tile) -> RowsTensor:
+        """Gather (load) or scatter (store) along the first free dim by data: row `i` of the
+        result is row `index[i]` of this tensor. Rows whose index is past the extent (padding
+        sentinels) are masked, like any out-of-bounds element."""
+        if not isinstance(index, Tile) or len(index.shape) != 1:
+            raise tracer.fail(
+                f"{self.name}.rows(...) takes a 1-D tile of row indices, got {index!r}"
+            )
+        return RowsTensor(self, index)
+
     def tile(self, *tiler: IntLike) -> TiledTensor:
         """Divide this tensor's layout into tiles of shape `tiler` (partial tiles at the edges)."""
         if len(tiler) != len(self.shape):
@@ -193,6 +206,49 @@ class TiledTensor:
             desc=desc,
         )
         return TileView(view)
+
+
+class RowsTensor:
+    """Rows of a tensor chosen by a tile of indices (`x.rows(ids)`); tile the other dims."""
+
+    def __init__(self, tensor: TensorArg, index: Tile):
+        self.tensor, self.index = tensor, index
+
+    def tile(self, *tiler: IntLike) -> _RowsTiled:
+        rest = self.tensor.shape[1:]
+        if len(tiler) != len(rest):
+            raise tracer.fail(
+                f"{self.tensor.name}.rows(...).tile{tuple(tiler)} needs {len(rest)} tile sizes "
+                f"for dims {list(rest)}"
+            )
+        return _RowsTiled(self, tuple(tiler))
+
+    def view(self, tiler: tuple[IntLike, ...] = (), index: tuple[IntLike, ...] = ()) -> TileView:
+        t = self.tensor
+        n = self.index.shape[0]
+        row = TileElem(f"%{self.index._value.id}", "data", 0, None, value=self.index._value, axis=0)
+        elems = tuple(elem_sym(d + 1, b) for d, b in enumerate(tiler))
+        rest = tuple(i * b + e for i, b, e in zip(index, tiler, elems))
+        full = t.fixed + (row,) + rest
+        in_bounds = land(row < t.shape[0], *[c < d for c, d in zip(rest, t.shape[1:])])
+        fixed = "".join(f"[{f}]" for f in t.fixed)
+        idx = self.index._value.name or "?"
+        desc = f"{t.name}{fixed}.rows({idx})" + (
+            f".tile({', '.join(map(str, tiler))})[{', '.join(map(str, index))}]" if tiler else ""
+        )
+        view = View(t.param, (n, *tiler), full, t.layout(full), as_expr(in_bounds), desc)
+        return TileView(view)
+
+
+class _RowsTiled:
+    def __init__(self, rows: RowsTensor, tiler: tuple[IntLike, ...]):
+        self.rows, self.tiler = rows, tiler
+
+    def __getitem__(self, index: Any) -> TileView:
+        index = index if isinstance(index, tuple) else (index,)
+        if len(index) != len(self.tiler):
+            raise tracer.fail(f"tile index {index} needs {len(self.tiler)} coordinates")
+        return self.rows.view(self.tiler, index)
 
 
 class TileView:
@@ -275,6 +331,24 @@ class Tile:
     def __neg__(self):
         return _elementwise("neg", [self])
 
+    def __floordiv__(self, o):
+        return self._bin("floordiv", o)
+
+    def __mod__(self, o):
+        return self._bin("mod", o)
+
+    def __and__(self, o):
+        return self._bin("and", o)
+
+    def __or__(self, o):
+        return self._bin("or", o)
+
+    def eq(self, o):
+        return self._bin("eq", o)
+
+    def ne(self, o):
+        return self._bin("ne", o)
+
     def __lt__(self, o):
         return self._bin("lt", o)
 
@@ -321,6 +395,7 @@ def _result_dtype(tiles: list[Value]) -> str:
 
 def _broadcast_shape(shapes: list[tuple[IntLike, ...]]) -> tuple[IntLike, ...]:
     """NumPy broadcasting of equal-rank tile shapes: each dim equal, or 1."""
+    shapes = [s for s in shapes if len(s)] or [()]  # a 0-D tile broadcasts to any shape
     out = list(shapes[0])
     for s in shapes[1:]:
         if len(s) != len(out):
@@ -335,6 +410,15 @@ def _broadcast_shape(shapes: list[tuple[IntLike, ...]]) -> tuple[IntLike, ...]:
     return tuple(out)
 
 
+def _index_shape(e: Expr) -> tuple[IntLike, ...] | None:
+    """The tile shape an index expression spans: extent `hi` along the axis of each element
+    symbol in it (1 elsewhere); None when it holds no element symbol."""
+    axes = {int(s.name[2:]): s.hi for s in e.symbols() if s.kind == "elem" and s.hi is not None}
+    if not axes:
+        return None
+    return tuple(axes.get(d, 1) for d in builtins.range(builtins.max(axes) + 1))
+
+
 def _elementwise(fn: str, args: list[Any]) -> Tile:
     vals: list[Any] = []
     for a in args:
@@ -347,7 +431,13 @@ def _elementwise(fn: str, args: list[Any]) -> Tile:
     tiles = [v for v in vals if isinstance(v, Value)]
     if not tiles:
         raise tracer.fail(f"{fn} needs at least one tile operand")
-    out = _new(_broadcast_shape([t.shape for t in tiles]), _result_dtype(tiles))
+    # where's result takes its branches' type; an index expression branch is an int
+    typed = [v for v in vals[1:] if isinstance(v, Value)] if fn == "where" else tiles
+    dtype = _result_dtype(typed) if typed else "i32"
+    if fn == "where" and any(isinstance(v, float) for v in vals[1:]) and dtype not in _FLOAT_RANK:
+        dtype = "f32"
+    shapes = [t.shape for t in tiles] + [_index_shape(a) for a in vals if isinstance(a, Expr)]
+    out = _new(_broadcast_shape([sh for sh in shapes if sh is not None]), dtype)
     if fn in ("lt", "le", "gt", "ge", "eq", "ne"):
         out.dtype = "i1"
     tracer.state().emit(Elementwise(tracer.point(fn), out, fn, vals))
@@ -502,7 +592,7 @@ class range:  # noqa: N801  (mirrors Python's range)
             if id(y) not in defined_in_body:
                 continue
             init = old._value
-            name = init.name or var
+            name = var  # the carried value is named by the variable the loop rebinds
             inner = Value(y.shape, y.dtype, name)
             arg = Value(init.shape, init.dtype, name)
             if tuple(y.shape) != tuple(init.shape):
@@ -568,11 +658,43 @@ def full(shape: Sequence[IntLike], value: float, dtype: DType | str = f32) -> Ti
 
 
 def _check_view(view: Any, op: str) -> View:
+    if isinstance(view, RowsTensor) and len(view.tensor.shape) == 1:
+        view = view.view()
     if not isinstance(view, TileView):
         raise tracer.fail(
             f"{op} takes a tile view like a.tile(BM, BK)[pm, k], got {type(view).__name__}"
         )
     return view.view
+
+
+def _mask_expr(mask: Any, v: View) -> Expr | None:
+    """A mask is a predicate over element indices, or a boolean tile of the view's shape."""
+    if mask is None or isinstance(mask, Expr):
+        return mask
+    if isinstance(mask, Tile):
+        if tuple(mask.shape) == tuple(v.shape):
+            axis = None
+        elif len(mask.shape) == 1 and len(v.shape) > 1 and mask.shape[0] == v.shape[0]:
+            axis = 0  # a per-row mask of a row-gathered view
+        else:
+            raise tracer.fail(f"mask tile of shape {mask.shape} for a view of shape {v.shape}")
+        return TileElem(f"%{mask._value.id}", "data", 0, None, value=mask._value, axis=axis).ne(0)
+    raise tracer.fail(f"a mask is a predicate or a boolean tile, got {type(mask).__name__}")
+
+
+def load_scalar(tensor: TensorArg, *index: IntLike) -> Sym:
+    """One element of a global tensor, as a symbolic value (data the verifier cannot see
+    into: a contract or an assertion must say what it may be)."""
+    if not isinstance(tensor, TensorArg):
+        raise tracer.fail(f"load_scalar takes a kernel tensor, got {type(tensor).__name__}")
+    coords = tensor.fixed + tuple(index)
+    if len(coords) != len(tensor.param.dims):
+        raise tracer.fail(f"load_scalar({tensor.name}, ...) needs {len(tensor.param.dims)} indices")
+    sym = Sym(tracer.fresh_name(f"{tensor.name}_at"), "data", None, None)
+    tracer.state().emit(
+        LoadScalar(tracer.point("load_scalar"), sym, tensor.param, coords, tensor.layout(coords))
+    )
+    return sym
 
 
 def load(
@@ -581,7 +703,7 @@ def load(
     """Read a tile. With `boundary` (the default) elements outside the tensor are masked
     (they read `other`); `mask` adds a condition of your own."""
     v = _check_view(view, "load")
-    m = land(v.in_bounds if boundary else None, mask)
+    m = land(v.in_bounds if boundary else None, _mask_expr(mask, v))
     out = _new(v.shape, f"like:{v.tensor.name}")
     tracer.state().emit(
         Load(tracer.point("load"), out, v, None if m == as_expr(1) else m, float(other))
@@ -596,7 +718,7 @@ def store(view: TileView, value: Tile, mask: Expr | None = None, boundary: bool 
         raise tracer.fail(f"store needs a tile value, got {type(value).__name__}")
     if tuple(value.shape) != tuple(v.shape):
         raise tracer.fail(f"store of a {value.shape} tile into a {v.shape} view of {v.tensor.name}")
-    m = land(v.in_bounds if boundary else None, mask)
+    m = land(v.in_bounds if boundary else None, _mask_expr(mask, v))
     st = tracer.state()
     st.emit(Store(tracer.point("store"), v, value._value, None if m == as_expr(1) else m))
     if v.tensor.name not in st.written:
@@ -667,6 +789,15 @@ def _reduce(fn: str, x: Tile, axis: int) -> Tile:
     return Tile(out)
 
 
+def cumsum(x: Tile, axis: int = 0) -> Tile:
+    """Inclusive prefix sum along `axis` (same shape)."""
+    if not isinstance(x, Tile) or not 0 <= axis < len(x.shape):
+        raise tracer.fail(f"cumsum takes a tile and an axis below its rank, got {x!r}, {axis}")
+    out = _new(x.shape, x._value.dtype)
+    tracer.state().emit(Scan(tracer.point("cumsum"), out, "cumsum", x._value, axis))
+    return Tile(out)
+
+
 def sum(x: Tile, axis: int) -> Tile:  # noqa: A001
     return _reduce("sum", x, axis)
 
@@ -681,6 +812,8 @@ def min(x: Tile, axis: int) -> Tile:  # noqa: A001
 
 __all__ = [
     "DType",
+    "cumsum",
+    "load_scalar",
     "indices",
     "Tensor",
     "Tile",

@@ -21,11 +21,14 @@ from argus_core.ir import (
     KernelIR,
     Let,
     Load,
+    LoadScalar,
     Loop,
     Op,
     Reduce,
+    Scan,
     Store,
     Sym,
+    TileElem,
     Value,
     View,
     Zeros,
@@ -55,6 +58,10 @@ _BINARY = {
     "sub": "-",
     "mul": "*",
     "div": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "and": "&",
+    "or": "|",
     "lt": "<",
     "le": "<=",
     "gt": ">",
@@ -96,6 +103,13 @@ class _Emitter:
         self.names: dict[int, str] = {}
         self.used: set[str] = {p.name for p in params_of(ir)} | {"tl", "triton"}
         self.last_line: int | None = None
+        # how many ops (or loops, as carried inits) read each tile: a loop may take over the
+        # name of its entering value only if nothing else reads that value
+        self.uses: dict[int, int] = {}
+        for op in ir.walk():
+            reads = op.operands() + ([c.init for c in op.carried] if isinstance(op, Loop) else [])
+            for v in {id(v): v for v in reads}.values():
+                self.uses[v.id] = self.uses.get(v.id, 0) + 1
 
     # names ---------------------------------------------------------------------------
     def name(self, v: Value) -> str:
@@ -109,6 +123,14 @@ class _Emitter:
             self.used.add(n)
             self.names[v.id] = n
         return self.names[v.id]
+
+    def fresh(self, base: str) -> str:
+        n, k = base, 1
+        while n in self.used:
+            n = f"{base}_{k}"
+            k += 1
+        self.used.add(n)
+        return n
 
     def alias(self, v: Value, name: str) -> None:
         self.names[v.id] = name
@@ -132,6 +154,12 @@ class _Emitter:
                 return f"{ar}[{idx}]"
             if s.name == "program_id_0":
                 return "tl.program_id(0)"
+            if isinstance(s, TileElem):
+                name = self.name(s.value)
+                if s.axis is None or rank <= 1:
+                    return name
+                idx = ", ".join(":" if d == s.axis else "None" for d in range(rank))
+                return f"{name}[{idx}]"
             return s.name
 
         return to_source(e, name_of, {"min": "tl.minimum", "max": "tl.maximum", "cdiv": "tl.cdiv"})
@@ -141,7 +169,8 @@ class _Emitter:
             return self.name(a)
         if isinstance(a, float):
             return _float(a)
-        return self.expr(a, shape)  # may hold element indices of the result tile
+        text = self.expr(a, shape)  # may hold element indices of the result tile
+        return text if isinstance(a, int | Sym) else f"({text})"
 
     def pointer(self, view: View) -> str:
         return f"{view.tensor.name} + ({self.expr(view.offset, view.shape)})"
@@ -207,6 +236,14 @@ class _Emitter:
             )
         elif isinstance(op, Elementwise):
             self.emit(ind, f"{self.name(op.out)} = {self.elementwise(op)}", op)
+        elif isinstance(op, LoadScalar):
+            self.emit(
+                ind, f"{op.sym.name} = tl.load({op.tensor.name} + ({self.expr(op.offset)}))", op
+            )
+        elif isinstance(op, Scan):
+            self.emit(
+                ind, f"{self.name(op.out)} = tl.cumsum({self.name(op.x)}, axis={op.axis})", op
+            )
         elif isinstance(op, ExpandDims):
             idx = ", ".join("None" if d == op.axis else ":" for d in range(len(op.out.shape)))
             self.emit(ind, f"{self.name(op.out)} = {self.name(op.x)}[{idx}]", op)
@@ -249,7 +286,13 @@ class _Emitter:
             op.body, {id(c.arg) for c in op.carried}, {id(c.yielded) for c in op.carried}
         )
         for c in op.carried:
-            name = self.name(c.init)
+            init = self.name(c.init)
+            if self.uses.get(c.init.id, 0) > 1 or (c.result.name and c.result.name != init):
+                # the entering value lives on elsewhere (or is another variable): copy it
+                name = self.fresh(c.result.name or init)
+                self.emit(ind, f"{name} = {init}")
+            else:
+                name = init
             self.alias(c.arg, name)
             self.alias(c.result, name)
             if uses_after_yield:
