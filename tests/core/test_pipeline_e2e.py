@@ -113,3 +113,15 @@ def test_interpret_backend_with_tracking_off(tmp_path, run_argus):
     assert "MLflow" not in proc.stdout and not (tmp_path / ".argus" / "mlflow.db").exists()
     results = json.loads(next(Path(tmp_path, ".argus", "runs").glob("*/results.json")).read_text())
     assert all(r["failure"] is None and r["correctness"]["ok"] for r in results)
+
+
+@pytest.mark.parametrize("kernel", ["attention", "moe"])
+def test_attention_and_moe_run_end_to_end_on_the_cpu_defaults(tmp_path, run_argus, kernel):
+    proc = run_argus(f"+kernel={kernel}", "budget=1", "tracking=none", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (r,) = json.loads(next(Path(tmp_path, ".argus", "runs").glob("*/results.json")).read_text())
+    assert r["failure"] is None, r["failure"]
+    assert r["verify"]["status"] == "verified", r["verify"]["summary"]
+    assert r["correctness"]["ok"] and len(r["correctness"]["shapes"]) >= 3
+    assert r["compile"]["mma_count"] > 0 and r["compile"]["spills"] == 0
+    assert "est. ms*" in proc.stdout
