@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from argus_core.errors import ConfigError, choices_error
 from argus_core.evaluate.dtypes import element_bytes, torch_dtype
+from argus_core.kernels.base import DSLKernelFamily
 
 # (atol, rtol) per dtype of q/k/v/o, applied to both outputs. Scores have std Q_GAIN, so
 # each output row is a peaked average of a few unit-normal values of v and O(0.1..1). A
@@ -179,23 +179,12 @@ def _normal(gen: Any, *size: int, gain: float = 1.0) -> Any:
     return torch.where(x == 0, torch.full_like(x, gain), x)
 
 
-class AttentionFamily:
+class AttentionFamily(DSLKernelFamily):
     """Flash-attention forward: o = softmax(q kᵀ·scale + causal mask) v, and lse per row."""
 
     name = "attention"
     entry = "attention"
     outputs: tuple[str, ...] = ("o", "lse")
-
-    def __init__(self, source_path: str | Path | None = None):
-        self.source_path = (
-            Path(source_path) if source_path else Path(__file__).with_name("kernel.py")
-        )
-
-    def source(self) -> str:
-        """The DSL text of `kernel.py` beside this module (or the path given at creation)."""
-        if not self.source_path.is_file():
-            raise FileNotFoundError(f"attention DSL source not found at {self.source_path}")
-        return self.source_path.read_text()
 
     def make_inputs(
         self, shape: dict[str, int], dtype: str, seed: int, device: str

@@ -6,11 +6,11 @@ The DSL kernel itself lives beside this file in `kernel.py`; `source()` returns 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from argus_core.errors import ConfigError, choices_error
 from argus_core.evaluate.dtypes import element_bytes, torch_dtype
+from argus_core.kernels.base import DSLKernelFamily
 
 # (atol, rtol) per output dtype. Inputs are scaled so that every output element has unit
 # variance whatever K is (see make_inputs), so one pair serves every shape: a correct
@@ -25,23 +25,12 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 
-class GemmFamily:
+class GemmFamily(DSLKernelFamily):
     """C[M, N] = A[M, K] @ B[K, N], accumulated in fp32, stored in the inputs' dtype."""
 
     name = "gemm"
     entry = "gemm"
     outputs: tuple[str, ...] = ("c",)
-
-    def __init__(self, source_path: str | Path | None = None):
-        self.source_path = (
-            Path(source_path) if source_path else Path(__file__).with_name("kernel.py")
-        )
-
-    def source(self) -> str:
-        """The DSL text of `kernel.py` beside this module (or the path given at creation)."""
-        if not self.source_path.is_file():
-            raise FileNotFoundError(f"GEMM DSL source not found at {self.source_path}")
-        return self.source_path.read_text()
 
     @staticmethod
     def _dims(shape: dict[str, int]) -> tuple[int, int, int]:

@@ -9,11 +9,11 @@ kernels live beside this file in `kernel.py`; `source()` returns their text.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 from argus_core.errors import ConfigError, choices_error
 from argus_core.evaluate.dtypes import element_bytes, torch_dtype
+from argus_core.kernels.base import DSLKernelFamily
 from argus_core.kernels.moe.routing import padded_capacity, route
 
 # (atol, rtol) per dtype. Inputs are scaled so that every expert's output has unit variance
@@ -77,7 +77,7 @@ def experts_hit(tokens: int, num_experts: int, topk: int) -> float:
     return num_experts * (1.0 - (1.0 - topk / num_experts) ** tokens)
 
 
-class MoEFamily:
+class MoEFamily(DSLKernelFamily):
     """Fused MoE: softmax top-k routing, SiLU-gated expert MLPs, weighted combine per token."""
 
     name = "moe"
@@ -85,17 +85,6 @@ class MoEFamily:
     outputs: tuple[str, ...] = ("out",)
     # the DSL kernels of `kernel.py`, in the order `program` launches them
     entries: tuple[str, ...] = ("moe_route", "moe_align", "moe_up", "moe_down", "moe_combine")
-
-    def __init__(self, source_path: str | Path | None = None):
-        self.source_path = (
-            Path(source_path) if source_path else Path(__file__).with_name("kernel.py")
-        )
-
-    def source(self) -> str:
-        """The DSL text of `kernel.py` beside this module (or the path given at creation)."""
-        if not self.source_path.is_file():
-            raise FileNotFoundError(f"MoE DSL source not found at {self.source_path}")
-        return self.source_path.read_text()
 
     def make_inputs(
         self, shape: dict[str, int], dtype: str, seed: int, device: str
