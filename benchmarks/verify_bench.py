@@ -17,12 +17,20 @@ from argus_plugins.verifiers.smt import analyse
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GEMM = ROOT / "argus_core" / "kernels" / "gemm" / "kernel.py"
+ATTENTION = ROOT / "argus_core" / "kernels" / "attention" / "kernel.py"
 CORRECT = ROOT / "tests" / "plugins" / "verifiers" / "smt" / "correct"
 
 
-def measure(path: pathlib.Path, tiles: dict[str, int], warps: int, repeat: int) -> dict:
+def measure(
+    path: pathlib.Path,
+    tiles: dict[str, int],
+    warps: int,
+    repeat: int,
+    entry: str = "gemm",
+    keys: tuple[str, ...] = ("BM", "BN", "BK"),
+) -> dict:
     """Median wall time of parse-free verification (the IR is traced once)."""
-    ir = TileFrontend().parse(path.read_text(), "gemm", str(path))
+    ir = TileFrontend().parse(path.read_text(), entry, str(path))
     pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": warps})
     times, findings, ctx = [], [], None
     for _ in range(repeat):
@@ -35,8 +43,8 @@ def measure(path: pathlib.Path, tiles: dict[str, int], warps: int, repeat: int) 
         else ("unknown" if any(f.status == "unknown" for f in findings) else "verified")
     )
     return {
-        "kernel": path.stem,
-        "tiles": "x".join(str(tiles[k]) for k in ("BM", "BN", "BK")),
+        "kernel": entry if path.stem == "kernel" else path.stem,
+        "tiles": "x".join(str(tiles[k]) for k in keys),
         "warps": warps,
         "status": status,
         "assertions": len(findings),
@@ -59,7 +67,12 @@ def main() -> None:
         rows.append(
             measure(path, {"BM": 64, "BN": 64, "BK": 32, "GROUP": 8, "SPLIT": 4}, 4, args.repeat)
         )
-    head = f"{'kernel':24} {'BMxBNxBK':>12} {'warps':>5} {'status':>9} {'asserts':>7} {'queries':>7} {'seconds':>8}"
+    for bm, bn, d in ((64, 32, 64), (64, 32, 128), (128, 64, 128)):
+        for w in (4, 8):
+            tiles = {"BM": bm, "BN": bn, "HEAD_D": d}
+            keys = ("BM", "BN", "HEAD_D")
+            rows.append(measure(ATTENTION, tiles, w, args.repeat, "attention", keys))
+    head = f"{'kernel':24} {'BMxBNxBK|D':>12} {'warps':>5} {'status':>9} {'asserts':>7} {'queries':>7} {'seconds':>8}"
     print(head)
     print("-" * len(head))
     for r in rows:

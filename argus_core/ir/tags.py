@@ -60,4 +60,33 @@ class AssertTag(Op):
         return [self.value]
 
 
-__all__ = ["AssertTag", "AssertTagEq", "Tag"]
+@dataclass(eq=False)
+class AssertContraction(Op):
+    """The contracted coordinates summed into element e of `value` (by every `dot` that fed
+    it, across loop iterations) are exactly the c with `window` (an expression over tag
+    `name`'s entries, the symbols `tag_syms`, and the contracted coordinate `c_sym`), each
+    exactly once. `window` must describe a prefix [0, hi) of the contraction."""
+
+    value: Value
+    name: str
+    tag_syms: tuple[Expr, ...]
+    c_sym: Expr
+    window: Expr
+    kind = "assert_contraction"
+    erased = True
+
+    def operands(self):
+        return [self.value]
+
+
+@dataclass(eq=False)
+class Requires(Op):
+    """A precondition of the kernel over shapes and scalar arguments (`HQ % HKV == 0`,
+    `D <= HEAD_D`): the verifier assumes it in every query; the caller must establish it."""
+
+    pred: Expr
+    kind = "requires"
+    erased = True
+
+
+__all__ = ["AssertContraction", "AssertTag", "AssertTagEq", "Requires", "Tag"]

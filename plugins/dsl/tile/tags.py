@@ -15,7 +15,7 @@ from typing import Any
 
 from argus_core.ir import Expr, IntLike, Sym, View, as_expr, cdiv, elem_sym, emin, land
 from argus_core.ir.nodes import AtomicAdd
-from argus_core.ir.tags import AssertTag, AssertTagEq, Tag
+from argus_core.ir.tags import AssertContraction, AssertTag, AssertTagEq, Requires, Tag
 from argus_core.layout import Layout
 from argus_plugins.dsl.tile import tracer
 
@@ -78,6 +78,34 @@ def assert_tag(
     if not isinstance(p, Expr):
         raise tracer.fail(f"assert_tag: the predicate must return a symbolic condition, got {p!r}")
     tracer.state().emit(AssertTag(tracer.point("assert_tag"), v, name, syms, p))
+
+
+def assert_contraction(
+    x: Any, window: Callable[..., Any], name: str = COORD, arity: int | None = None
+) -> None:
+    """Assert that the contracted coordinates summed into each element of `x` (by every
+    `dot` that fed it, across loop iterations) are exactly those c with
+    `window(*tag_entries, c)`, each summed once. `window` receives tag `name`'s entries and
+    c as symbols and must describe a prefix [0, hi) of the contraction (for causal
+    attention: `(c < SKV) & (causal.eq(0) | (c <= row + SKV - S))`)."""
+    v = _tile_value(x, "assert_contraction")
+    n = len(v.shape) if arity is None else arity
+    syms = tuple(Sym(f"_tag{d}", "scalar") for d in range(n))
+    c = Sym("_tagc", "scalar")
+    p = window(*syms, c)
+    if not isinstance(p, Expr):
+        raise tracer.fail(
+            f"assert_contraction: the window must return a symbolic condition, got {p!r}"
+        )
+    tracer.state().emit(AssertContraction(tracer.point("assert_contraction"), v, name, syms, c, p))
+
+
+def requires(pred: Any) -> None:
+    """State a precondition over shapes and scalar arguments (`(HQ % HKV).eq(0)`,
+    `D <= HEAD_D`). Ghost code: the verifier assumes it; the lowering erases it."""
+    if not isinstance(pred, Expr):
+        raise tracer.fail(f"requires takes a symbolic condition over shapes, got {pred!r}")
+    tracer.state().emit(Requires(tracer.point("requires"), pred))
 
 
 # ------------------------------------------------------------------------------ views
@@ -212,10 +240,12 @@ def atomic_add(view: Any, value: Any, mask: Expr | None = None, boundary: bool =
 
 __all__ = [
     "COORD",
+    "assert_contraction",
     "assert_tag",
     "assert_tag_eq",
     "atomic_add",
     "permute",
+    "requires",
     "split_range",
     "swizzle",
     "tag",

@@ -49,7 +49,8 @@ def check_store(it, op, shape, coords, dims, mask, inside, val, atomic: bool) ->
     if not atomic:
         p = "'"
         other = [rename(PID, p)] + [rename(e, p) for e in elems]
-        differ = any_ne([PID, *elems], other)
+        mine = [*it.ctx.program_vector(), *elems]
+        differ = any_ne(mine, [rename(x, p) for x in mine])
         viol = land(mask, rename(mask, p), *[as_expr(c).eq(rename(c, p)) for c in coords], differ)
         chk.require(
             "store_once",
@@ -73,14 +74,14 @@ def check_store(it, op, shape, coords, dims, mask, inside, val, atomic: bool) ->
         _confirm_unwritten(it, f, op, shape, coords, mask)
     _tile_grid(it, op, shape, coords, dims, atomic)
     contribs = [c for c in val.contrib if isinstance(c, Contribution)]
-    if contribs:
+    if contribs and not val.window:  # an assert_contraction already proved its window
         _contraction(it, op, shape, coords, mask, contribs, atomic)
 
 
 def _confirm_unwritten(it, f: Finding, op, shape, coords, mask) -> None:
     """Does any other (program, element) write the coordinate the model left unwritten?"""
     cex = f.cex
-    q = Query(it.ctx, shape, fixed=dict(cex["shapes"]))
+    q = Query(it.ctx, shape, fixed={**cex["shapes"], **cex.get("scalars", {})})
     s = "%"
     viol = land(rename(mask, s), *[as_expr(rename(c, s)).eq(v) for c, v in zip(coords, cex["lhs"])])
     if q.check(viol).status != "proved":
@@ -93,7 +94,11 @@ def _confirm_unwritten(it, f: Finding, op, shape, coords, mask) -> None:
 
 def _tile_grid(it, op, shape, coords, dims, atomic: bool) -> None:
     chk, ctx = it.chk, it.ctx
-    zero = {elem_sym(d): 0 for d in range(len(shape))}
+    # a sub-tensor view (o[b, h].tile(BM, D)): its fixed leading coordinates index tiles
+    # of size 1, so the output's tile grid spans them too
+    tile = tuple(shape)  # the query's element symbols range over the tile itself
+    shape = (1,) * (len(coords) - len(tile)) + tile
+    zero = {elem_sym(d): 0 for d in range(len(tile))}
     base = [sub(c, zero) for c in coords]
     box = lor(
         *[lor(as_expr(c - b) < 0, as_expr(c - b) >= n) for c, b, n in zip(coords, base, shape)],
@@ -102,7 +107,7 @@ def _tile_grid(it, op, shape, coords, dims, atomic: bool) -> None:
     f = chk.require(
         "store_tile",
         op.point,
-        shape,
+        tile,
         box,
         coords,
         base,
@@ -119,7 +124,7 @@ def _tile_grid(it, op, shape, coords, dims, atomic: bool) -> None:
     chk.require(
         "store_tile_range",
         op.point,
-        shape,
+        tile,
         outside,
         tiles,
         ntiles,
@@ -134,7 +139,7 @@ def _tile_grid(it, op, shape, coords, dims, atomic: bool) -> None:
     chk.require(
         "store_grid",
         op.point,
-        shape,
+        tile,
         as_expr(grid) < total,
         [grid],
         [total],
@@ -191,7 +196,27 @@ class _Witness:
         )
 
 
-def _contraction(it, op, shape, coords, mask, contribs: list[Contribution], atomic: bool) -> None:
+def check_window(it, op, shape, mask, contribs: list[Contribution], inside) -> None:
+    """An `assert_contraction`: every contribution lies in the window (`contraction_window`),
+    none twice, and the window's prefix [0, hi) is covered (start and gap witnesses)."""
+    for c in contribs:
+        it.chk.require(
+            "contraction_window",
+            op.point,
+            shape,
+            land(mask, c.valid, lnot(inside(c.cc))),
+            [c.cc],
+            [c.ext],
+            "sums contracted coordinate {lhs} (of [0, {rhs})), outside the asserted window",
+            extra={"k_element": lambda q, m, kk=c.kk: q.value(m, kk)},
+        )
+    _contraction(it, op, shape, [], mask, contribs, False, inside)
+
+
+def _contraction(
+    it, op, shape, coords, mask, contribs: list[Contribution], atomic: bool, window=None
+) -> None:
+    """`window(c)`: the coordinates that must be summed (default: c < the extent)."""
     chk, ctx = it.chk, it.ctx
     # no contracted coordinate summed twice into one output element
     for a, ca in enumerate(contribs):
@@ -245,7 +270,7 @@ def _contraction(it, op, shape, coords, mask, contribs: list[Contribution], atom
         "contraction_start",
         op.point,
         shape,
-        land(mask, lnot(lor(*starts))),
+        land(mask, window(0) if window else 1, lnot(lor(*starts))),
         [0],
         [contribs[0].ext],
         "its sum never includes contracted coordinate {lhs} (of [0, {rhs}))",
@@ -280,7 +305,7 @@ def _contraction(it, op, shape, coords, mask, contribs: list[Contribution], atom
             "contraction_gap",
             op.point,
             shape,
-            land(mask, c.valid, nxt < as_expr(c.ext), lnot(lor(*succ))),
+            land(mask, c.valid, window(nxt) if window else nxt < as_expr(c.ext), lnot(lor(*succ))),
             [nxt],
             [c.ext],
             "its sum never includes contracted coordinate {lhs} (of [0, {rhs}))",
@@ -310,7 +335,7 @@ def _confirm_gap(it, f: Finding | None, op, shape, coords, mask, contribs, atomi
     covered = lor(
         *[land(rename(c.valid, s), as_expr(rename(c.cc, s)).eq(target)) for c in contribs]
     )
-    q = Query(it.ctx, shape, overrides=ov, fixed=dict(cex["shapes"]))
+    q = Query(it.ctx, shape, overrides=ov, fixed={**cex["shapes"], **cex.get("scalars", {})})
     r = q.check(land(*out, covered))
     if r.status != "proved" or (atomic and not cex.get("where")):
         f.status, f.cex = "unknown", None

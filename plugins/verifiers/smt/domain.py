@@ -22,16 +22,27 @@ from argus_core.ir import Expr, IntLike, ProgramPoint, Sym
 @dataclass(frozen=True)
 class TagVal:
     """One named tag: `exprs` per element where `defined` holds. `extents` bounds each
-    entry when the tag is a tensor coordinate (the tensor's dims), else None."""
+    entry when the tag is a tensor coordinate (the tensor's dims), else None. `axes` names,
+    per entry, the tile axis it walks (None: constant across the tile, like the fixed
+    leading coordinates `b, h` of `q[b, h]`); None when unknown (a user tag)."""
 
     exprs: tuple[IntLike, ...]
     defined: IntLike = 1
     extents: tuple[IntLike, ...] | None = None
+    axes: tuple[int | None, ...] | None = None
 
     def subs(self, mapping: dict[Sym, IntLike]) -> TagVal:
-        return TagVal(
-            tuple(sub(e, mapping) for e in self.exprs), sub(self.defined, mapping), self.extents
+        return replace(
+            self,
+            exprs=tuple(sub(e, mapping) for e in self.exprs),
+            defined=sub(self.defined, mapping),
         )
+
+    def axes_for(self, rank: int) -> tuple[int | None, ...] | None:
+        """`axes`, or the identity when a tag has one entry per tile axis."""
+        if self.axes is not None:
+            return self.axes
+        return tuple(range(rank)) if len(self.exprs) == rank else None
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,7 @@ class AVal:
     tags: dict[str, TagVal] = field(default_factory=dict)
     valid: IntLike = 1
     contrib: tuple = ()  # Contribution, or a loop's marker object for "the carried value"
+    window: bool = False  # the contraction was proved exact by an assert_contraction
 
     def with_tags(self, tags: dict[str, TagVal]) -> AVal:
         return replace(self, tags=tags)

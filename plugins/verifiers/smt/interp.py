@@ -18,6 +18,7 @@ from argus_core.ir import (
     Cast,
     Dot,
     Elementwise,
+    ExpandDims,
     Expr,
     Full,
     IntLike,
@@ -29,6 +30,7 @@ from argus_core.ir import (
     Reduce,
     Store,
     Sym,
+    Value,
     View,
     Zeros,
     as_expr,
@@ -38,7 +40,7 @@ from argus_core.ir import (
 )
 from argus_core.ir.expr import BoolOp, Select
 from argus_core.ir.nodes import AtomicAdd
-from argus_core.ir.tags import AssertTag, AssertTagEq, Tag
+from argus_core.ir.tags import AssertContraction, AssertTag, AssertTagEq, Requires, Tag
 from argus_plugins.dsl.tile.tags import COORD
 from argus_plugins.verifiers.smt.domain import AVal, Contribution, TagVal, sub
 from argus_plugins.verifiers.smt.report import counterexample
@@ -155,7 +157,7 @@ class Interpreter:
         """Implied for every access: in bounds where unmasked, at its coordinates' offset."""
         ctx = self.ctx
         coords = tuple(ctx.norm(c) for c in view.coords)
-        dims = view.tensor.dims
+        dims = tuple(ctx.norm(d) for d in view.tensor.dims)
         inside = land(
             *[as_expr(c) >= 0 for c in coords], *[as_expr(c) < d for c, d in zip(coords, dims)]
         )
@@ -191,10 +193,14 @@ class Interpreter:
         shape = self.shape_of(op.view.shape, op.point)
         mask = self.ctx.norm(op.mask) if op.mask is not None else 1
         coords, _ = self._access(op, op.view, mask, shape)
-        order = axis_order(coords, len(shape))
+        order = tile_order(coords, len(shape))
+        lead = len(coords) - len(shape)
         tags = {
             COORD: TagVal(
-                tuple(coords[d] for d in order), 1, tuple(op.view.tensor.dims[d] for d in order)
+                tuple(coords[d] for d in order),
+                1,
+                tuple(self.ctx.norm(op.view.tensor.dims[d]) for d in order),
+                (None,) * lead + tuple(range(len(shape))),
             )
         }
         self.state[op.out.id] = AVal(shape, tags, mask)
@@ -207,9 +213,9 @@ class Interpreter:
         coords, inside = self._access(op, op.view, mask, shape)
         val = self.state[op.value.id]
         t = val.tags.get(COORD)
-        order = axis_order(coords, len(shape))
+        order = tile_order(coords, len(shape))
         coords = tuple(coords[d] for d in order)  # tile-axis order, as tags are
-        dims = tuple(op.view.tensor.dims[d] for d in order)
+        dims = tuple(self.ctx.norm(op.view.tensor.dims[d]) for d in order)
         if t is not None:
             self.chk.require(
                 "store_tag",
@@ -229,8 +235,13 @@ class Interpreter:
     _atomicadd = _store
 
     def _elementwise(self, op: Elementwise) -> None:
-        tiles = [self.state[a.id] for a in op.operands()]
-        shape = tiles[0].shape
+        shape = self.shape_of(op.out.shape, op.point)
+        rank = len(shape)
+        if op.fn == "where" and isinstance(op.args[0], Expr):
+            self._where(op, shape)
+            return
+        # a broadcast operand's element is its element 0 along each size-1 axis
+        tiles = [broadcast(self.state[a.id], shape) for a in op.operands()]
         tags: dict[str, TagVal] = {}
         for a in tiles:
             for name, t in a.tags.items():
@@ -238,6 +249,7 @@ class Interpreter:
                     tags[name] = t
                     continue
                 first = tags[name]
+                ls, rs = project(first, t, rank)
                 self.chk.require(
                     "elementwise_tag",
                     op.point,
@@ -246,21 +258,91 @@ class Interpreter:
                         *[x.valid for x in tiles],
                         first.defined,
                         t.defined,
-                        any_ne(first.exprs, t.exprs),
+                        any_ne(ls, rs) if ls else 0,
                     ),
-                    first.exprs,
-                    t.exprs,
+                    ls,
+                    rs,
                     f"combines elements whose {name!r} tags differ: {{lhs}} vs {{rhs}}",
-                    structural=same(first.exprs, t.exprs) or len(first.exprs) != len(t.exprs),
+                    structural=not ls or same(ls, rs),
                 )
-        self.state[op.out.id] = AVal(shape, tags, land(*[x.valid for x in tiles]))
+                if len(t.exprs) > len(first.exprs):  # keep the entries of the full operand
+                    tags[name] = t
+        # sums and scalings keep the contraction record: acc * alpha + dot(p, v)
+        linear = op.fn in LINEAR
+        contrib = tuple(c for x in tiles for c in x.contrib) if linear else ()
+        window = linear and any(x.window for x in tiles)
+        self.state[op.out.id] = AVal(shape, tags, land(*[x.valid for x in tiles]), contrib, window)
+
+    def _where(self, op: Elementwise, shape: tuple[int, ...]) -> None:
+        """`where(pred, x, other)` with a symbolic predicate: where `pred` fails the element
+        is the constant `other` (-inf before a softmax, 0 before a sum), so the predicate
+        becomes the element's guard: a masked element carries no data."""
+        pred = self.ctx.norm(op.args[0])
+        a, b = op.args[1], op.args[2]
+        if isinstance(a, Value) and isinstance(b, Value):
+            va, vb = broadcast(self.state[a.id], shape), broadcast(self.state[b.id], shape)
+            self.state[op.out.id] = merge(as_expr(pred), va, vb, ())
+            return
+        if isinstance(a, Value):
+            x, guard = broadcast(self.state[a.id], shape), pred
+        elif isinstance(b, Value):
+            x, guard = broadcast(self.state[b.id], shape), lnot(as_expr(pred))
+        else:
+            self.state[op.out.id] = AVal(shape)
+            return
+        self.state[op.out.id] = replace(x, valid=land(guard, x.valid), contrib=(), window=False)
+
+    def _expanddims(self, op: ExpandDims) -> None:
+        x = self.state[op.x.id]
+        rank = len(x.shape)
+        m = {elem_sym(d): elem_sym(d + 1) for d in range(op.axis, rank)}
+        tags = {}
+        for name, t in x.tags.items():
+            axes = t.axes_for(rank)
+            t = t.subs(m)
+            if axes is not None:
+                axes = tuple(a if a is None or a < op.axis else a + 1 for a in axes)
+            tags[name] = replace(t, axes=axes)
+        shape = x.shape[: op.axis] + (1,) + x.shape[op.axis :]
+        self.state[op.out.id] = replace(x, shape=shape, tags=tags, valid=sub(x.valid, m))
 
     def _reduce(self, op: Reduce) -> None:
+        """The reduced axis' tag entries are dropped (a row max keeps the row's tag); every
+        live element reduced must have its reduced coordinate inside the tensor
+        (`reduce_bounds`: keys past SKV never reach a softmax's max or sum)."""
         x = self.state[op.x.id]
         rank = len(x.shape)
         # the result's element d is the input's element d (d < axis) or d + 1 (d >= axis)
         m = {elem_sym(d): (0 if d == op.axis else elem_sym(d - (d > op.axis))) for d in range(rank)}
-        tags = {n: t.subs(m) for n, t in x.tags.items()}
+        tags = {}
+        for name, t in x.tags.items():
+            axes = t.axes_for(rank)
+            if axes is None:
+                tags[name] = t.subs(m)
+                continue
+            keep = [n for n, a in enumerate(axes) if a != op.axis]
+            for n, a in enumerate(axes):
+                if a == op.axis and t.extents is not None:
+                    e, ext = t.exprs[n], t.extents[n]
+                    self.chk.require(
+                        "reduce_bounds",
+                        op.point,
+                        x.shape,
+                        land(x.valid, t.defined, lor(as_expr(e) < 0, as_expr(e) >= ext)),
+                        [e],
+                        [ext],
+                        f"{op.fn} over axis {op.axis} takes an element whose {name!r} "
+                        "coordinate {lhs} lies outside [0, {rhs})",
+                        structural=False,
+                    )
+            tags[name] = TagVal(
+                tuple(sub(t.exprs[n], m) for n in keep),
+                sub(t.defined, m),
+                tuple(t.extents[n] for n in keep) if t.extents is not None else None,
+                tuple(
+                    axes[n] if axes[n] is None or axes[n] < op.axis else axes[n] - 1 for n in keep
+                ),
+            )
         shape = tuple(s for d, s in enumerate(x.shape) if d != op.axis)
         self.state[op.out.id] = AVal(shape, tags, 1)
 
@@ -274,26 +356,33 @@ class Interpreter:
         contrib = None
         for name in sorted(set(a.tags) & set(b.tags)):
             ta, tb = a.tags[name].subs(at_a), b.tags[name].subs(at_b)
-            if len(ta.exprs) != 2 or len(tb.exprs) != 2:
+            xa, xb = ta.axes_for(2), tb.axes_for(2)
+            if xa is None or xb is None or 0 not in xa or 1 not in xa:
                 continue
+            if 0 not in xb or 1 not in xb:
+                continue
+            # entries by tile axis: a's (row, column) and b's (row, column); a's constant
+            # entries (q[b, h]'s b and h) lead the product's tag
+            ar, ac, br, bc = xa.index(0), xa.index(1), xb.index(0), xb.index(1)
+            lead = [n for n, x in enumerate(xa) if x is None]
             self.chk.require(
                 "dot_contract",
                 op.point,
                 (m, n),
-                land(va, vb, ta.defined, tb.defined, as_expr(ta.exprs[1]).ne(tb.exprs[0])),
-                [ta.exprs[1]],
-                [tb.exprs[0]],
+                land(va, vb, ta.defined, tb.defined, as_expr(ta.exprs[ac]).ne(tb.exprs[br])),
+                [ta.exprs[ac]],
+                [tb.exprs[br]],
                 f"contracts a's {name!r} column {{lhs}} with b's row {{rhs}}",
-                structural=same([ta.exprs[1]], [tb.exprs[0]]),
+                structural=same([ta.exprs[ac]], [tb.exprs[br]]),
                 extra={"k_element": lambda q, mo, kk=kk: q.value(mo, kk)},
             )
             first = {kk: 0}
-            row, col = sub(ta.exprs[0], first), sub(tb.exprs[1], first)
+            row, col = sub(ta.exprs[ar], first), sub(tb.exprs[bc], first)
             # the product's tag is well defined only if a's row and b's column tags do not
             # change along the contraction (a swizzle read back without its inverse does)
             for side, e, e0, v in (
-                ("a's row", ta.exprs[0], row, va),
-                ("b's column", tb.exprs[1], col, vb),
+                ("a's row", ta.exprs[ar], row, va),
+                ("b's column", tb.exprs[bc], col, vb),
             ):
                 self.chk.require(
                     "dot_operand",
@@ -306,16 +395,20 @@ class Interpreter:
                     structural=not (isinstance(e, Expr) and kk in e.symbols()),
                     extra={"k_element": lambda q, mo, kk=kk: q.value(mo, kk)},
                 )
+            ea, eb = a.tags[name].extents, b.tags[name].extents
             ext = None
-            if a.tags[name].extents and b.tags[name].extents:
-                ext = (a.tags[name].extents[0], b.tags[name].extents[1])
+            if ea and eb:
+                ext = (*[ea[i] for i in lead], ea[ar], eb[bc])
             tags[name] = TagVal(
-                (row, col), land(sub(ta.defined, first), sub(tb.defined, first)), ext
+                (*[sub(ta.exprs[i], first) for i in lead], row, col),
+                land(sub(ta.defined, first), sub(tb.defined, first)),
+                ext,
+                (None,) * len(lead) + (0, 1),
             )
-            if name == COORD and a.tags[name].extents:
+            if name == COORD and ea:
                 loops = tuple((lp.var, *self.ctx.loops[lp.var.name]) for lp in self.loops)
                 contrib = Contribution(
-                    ta.exprs[1], land(va, vb), kk, kdim, loops, a.tags[name].extents[1], op.point
+                    ta.exprs[ac], land(va, vb), kk, kdim, loops, ea[ac], op.point
                 )
         prev: tuple = ()
         if op.acc is not None:
@@ -344,6 +437,31 @@ class Interpreter:
         tags = dict(v.tags)
         tags[op.name] = TagVal(tuple(self.ctx.norm(e) for e in op.exprs), 1, None)
         self.state[op.value.id] = v.with_tags(tags)
+
+    def _requires(self, op: Requires) -> None:
+        return None  # the Context assumes preconditions in every query
+
+    def _assertcontraction(self, op: AssertContraction) -> None:
+        from argus_plugins.verifiers.smt import coverage
+
+        v = self.state[op.value.id]
+        t = v.tags.get(op.name)
+        contribs = [c for c in v.contrib if isinstance(c, Contribution)]
+        if t is None or len(t.exprs) != len(op.tag_syms) or not contribs:
+            self._malformed(
+                op,
+                f"assert_contraction: the tile needs tag {op.name!r} with {len(op.tag_syms)} "
+                f"entries and a dot summed into it (has {len(contribs)} contributions)",
+            )
+            return
+        window = self.ctx.norm(op.window).subs(dict(zip(op.tag_syms, t.exprs)))
+
+        def inside(c: IntLike, w=window, cs=op.c_sym) -> Expr:
+            return as_expr(sub(w, {cs: c}))
+
+        if self.chk.collect:
+            coverage.check_window(self, op, v.shape, land(v.valid, t.defined), contribs, inside)
+        self.state[op.value.id] = replace(v, window=True)
 
     def _asserttageq(self, op: AssertTagEq) -> None:
         a, b = self.state[op.a.id], self.state[op.b.id]
@@ -447,6 +565,47 @@ class Interpreter:
             self.loops.pop()
 
 
+LINEAR = ("add", "sub", "mul", "div", "neg")
+
+
+def tile_order(coords, rank: int) -> list[int]:
+    """Tag order of a view's coordinates: the fixed leading coordinates of a sub-tensor
+    (`q[b, h]`) first, then the tile's own in tile-axis order."""
+    lead = len(coords) - rank
+    return list(range(lead)) + [lead + d for d in axis_order(coords[lead:], rank)]
+
+
+def broadcast(x: AVal, shape: tuple[int, ...]) -> AVal:
+    """`x` read at the elements of a `shape` tile (NumPy broadcasting: size-1 axes)."""
+    m = {elem_sym(d): 0 for d, (a, b) in enumerate(zip(x.shape, shape)) if a == 1 and b != 1}
+    if not m:
+        return x
+    return replace(
+        x, shape=shape, tags={n: t.subs(m) for n, t in x.tags.items()}, valid=sub(x.valid, m)
+    )
+
+
+def project(a: TagVal, b: TagVal, rank: int) -> tuple[list[IntLike], list[IntLike]]:
+    """The entries two tags have in common: all of them at equal arity and unknown axes;
+    else the constant entries in order and the entries of each axis both have (a row max
+    broadcast along a row is compared with the row's entry only)."""
+    xa, xb = a.axes_for(rank), b.axes_for(rank)
+    if len(a.exprs) == len(b.exprs) and (xa is None or xb is None or xa == xb):
+        return list(a.exprs), list(b.exprs)
+    if xa is None or xb is None:
+        return [], []
+    ca = [e for e, x in zip(a.exprs, xa) if x is None]
+    cb = [e for e, x in zip(b.exprs, xb) if x is None]
+    if len(ca) != len(cb):
+        return [], []
+    ls, rs = ca, cb
+    for d in range(rank):
+        if d in xa and d in xb:
+            ls.append(a.exprs[xa.index(d)])
+            rs.append(b.exprs[xb.index(d)])
+    return ls, rs
+
+
 def axis_order(coords, rank: int) -> list[int]:
     """Which tensor dim each tile axis walks: tags list coordinates in tile-axis order, so
     a permuted view's tag is (k, n) even though the tensor's dims are (n, k)."""
@@ -490,12 +649,15 @@ def merge(cond: Expr, a: AVal, b: AVal, contrib: tuple) -> AVal:
                 continue
             exprs = tuple(_either(cond, x, y) for x, y in zip(ta.exprs, tb.exprs))
             tags[name] = TagVal(
-                exprs, _pred_either(cond, ta.defined, tb.defined), tb.extents or ta.extents
+                exprs,
+                _pred_either(cond, ta.defined, tb.defined),
+                tb.extents or ta.extents,
+                tb.axes or ta.axes,
             )
         elif ta is not None:
-            tags[name] = TagVal(ta.exprs, land(cond, ta.defined), ta.extents)
+            tags[name] = replace(ta, defined=land(cond, ta.defined))
         elif tb is not None:
-            tags[name] = TagVal(tb.exprs, land(lnot(cond), tb.defined), tb.extents)
+            tags[name] = replace(tb, defined=land(lnot(cond), tb.defined))
     return AVal(b.shape, tags, _pred_either(cond, a.valid, b.valid), contrib)
 
 

@@ -86,14 +86,21 @@ def counterexample(
     q, m = out.query, out.model
     assert q is not None and m is not None
     ctx = q.ctx
-    program_id = q.value(m, q.env[PROGRAM_ID]) if PROGRAM_ID in q.vars else None
+    shapes = {n: q.value(m, q.env[n]) for n in ctx.shapes if n in q.vars}
+    for name, e in ctx.derived.items():  # HQ = G * HKV: report the kernel's own shape
+        if any(s.name in q.vars for s in e.symbols()):
+            shapes[name] = e.evaluate({n: 1 for n in ctx.shapes} | shapes)
+    comps = {n: q.value(m, q.env[n]) for n in ctx.components if n in q.vars}
+    if ctx.components:
+        program_id = ctx.program_id_value({**shapes, **comps}) if comps else None
+    else:
+        program_id = q.value(m, q.env[PROGRAM_ID]) if PROGRAM_ID in q.vars else None
     element = (
         [q.value(m, q.env[f"_i{d}"]) for d in range(len(shape))]
         if any(f"_i{d}" in q.vars for d in range(len(shape)))
         else None
     )
     iteration = {n: q.value(m, q.env[n]) for n in ctx.loops if n in q.vars}
-    shapes = {n: q.value(m, q.env[n]) for n in ctx.shapes if n in q.vars}
     cex: dict[str, Any] = {
         "assertion": assertion,
         "message": message,
@@ -107,6 +114,9 @@ def counterexample(
         "shapes": shapes,
         "policy": dict(ctx.policy.tiles),
     }
+    scalars = {n: q.value(m, q.env[n]) for n in ctx.scalar_args if n in q.vars}
+    if scalars:  # kernel scalar arguments (causal) the counterexample depends on
+        cex["scalars"] = scalars
     for k, v in (extra or {}).items():
         cex[k] = v(q, m) if callable(v) else v
     cex["text"] = render(cex)
@@ -135,6 +145,8 @@ def render(cex: dict[str, Any]) -> str:
         who.append(f"k-element {cex['k_element']}")
     if cex.get("iteration"):
         who.append("at iteration " + ", ".join(f"{k}={v}" for k, v in cex["iteration"].items()))
-    shapes = " ".join(f"{k}={v}" for k, v in cex.get("shapes", {}).items())
+    shapes = " ".join(
+        f"{k}={v}" for k, v in {**cex.get("shapes", {}), **cex.get("scalars", {})}.items()
+    )
     text = cex["message"].format(lhs=_fmt(cex["lhs"]), rhs=_fmt(cex["rhs"]))
     return f"{where}: {' '.join(who)}{': ' if who else ''}{text} [{shapes}]"

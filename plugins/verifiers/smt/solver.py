@@ -20,6 +20,8 @@ from typing import Any
 import z3
 
 from argus_core.ir import Expr, IntLike, KernelIR, Let, Loop, Sym, as_expr, to_z3
+from argus_core.ir.expr import BinOp, BoolOp, Call, Cmp, Select, binop, call
+from argus_core.ir.tags import Requires
 from argus_core.types import Policy
 
 PER_PROGRAM_KINDS = ("pid", "loop", "elem", "scalar")
@@ -39,6 +41,31 @@ def rename(e: IntLike, suffix: str) -> IntLike:
     if not suffix or not isinstance(e, Expr):
         return e
     return e.map(lambda s: Sym(s.name + suffix, s.kind) if s.kind in PER_PROGRAM_KINDS else s)
+
+
+def rewrite(e: IntLike, fn) -> IntLike:
+    """`e` rebuilt bottom-up with `fn` applied to every node (`fn` returns the node or a
+    replacement)."""
+    if not isinstance(e, Expr):
+        return e
+    if isinstance(e, BinOp):
+        e = as_expr(binop(e.op, rewrite(e.a, fn), rewrite(e.b, fn)))
+    elif isinstance(e, Call):
+        e = as_expr(call(e.fn, *[rewrite(a, fn) for a in e.args]))
+    elif isinstance(e, Cmp):
+        e = Cmp(e.op, as_expr(rewrite(e.a, fn)), as_expr(rewrite(e.b, fn)))
+    elif isinstance(e, BoolOp):
+        e = BoolOp(e.op, tuple(as_expr(rewrite(a, fn)) for a in e.args))
+    elif isinstance(e, Select):
+        e = Select(*(as_expr(rewrite(x, fn)) for x in (e.cond, e.a, e.b)))
+    return fn(e)
+
+
+def factors(e: IntLike) -> list[IntLike]:
+    """The factors of a product tree (`a * b * c` -> [a, b, c])."""
+    if isinstance(e, BinOp) and e.op == "*":
+        return factors(e.a) + factors(e.b)
+    return [e]
 
 
 def contiguous_strides(dims: tuple[IntLike, ...]) -> tuple[IntLike, ...]:
@@ -69,21 +96,76 @@ class Context:
         # the verifier takes every tensor as contiguous row-major (what make_inputs creates)
         for t in ir.tensors:
             self.subst.update(zip(t.strides, contiguous_strides(t.dims)))
+        # kernel scalar arguments are the same in every program: a kind that is not renamed
+        self.scalar_args = {sym.name: dt for sym, dt in ir.scalars}
+        self.subst.update({sym: Sym(sym.name, "arg") for sym, _dt in ir.scalars})
+        self.shapes = {s.name: s for s in ir.shape_syms}
+        self.quotients: dict[Expr, Sym] = {}  # X // Y -> G where a precondition says Y | X
+        self.derived: dict[str, IntLike] = {}  # X -> G * Y, to report X in counterexamples
+        pres = [op.pred for op in ir.walk() if isinstance(op, Requires)]
+        self._divisibility(pres)
         self.lets: dict[str, IntLike] = {}
         self.loops: dict[str, tuple[IntLike, IntLike, IntLike]] = {}
         self._collect(ir.ops)
+        self.assumptions = [self.norm(p) for p in pres]
         total: IntLike = 1
         for g in ir.grid:
             total = total * self.norm(g)
         self.grid_total = total
-        self.shapes = {s.name: s for s in ir.shape_syms}
         self.bounds: dict[str, tuple[IntLike, IntLike]] = {}  # verifier-made scalars: [lo, hi)
+        self.components = (
+            {}
+            if any(op.kind == "atomic_add" for op in ir.walk())
+            else program_components(self.lets, total)
+        )
         self.seconds = 0.0
         self.queries = 0
 
     def norm(self, e: IntLike) -> IntLike:
-        """`e` with tile constants and (contiguous) strides substituted."""
+        """`e` with tile constants, (contiguous) strides and precondition quotients
+        substituted."""
+        if not isinstance(e, Expr):
+            return e
+        if self.quotients:
+            e = rewrite(e, lambda x: self.quotients.get(x, x))
         return e.subs(self.subst) if isinstance(e, Expr) else e
+
+    def _divisibility(self, pres: list[Expr]) -> None:
+        """`(X % Y).eq(0)` between shapes: introduce G with X = G * Y, so `X // Y` is the
+        symbol G and `h // (X // Y)` stays a division by one symbol (GQA's group size)."""
+        for p in pres:
+            if not (isinstance(p, Cmp) and p.op == "==" and as_expr(p.b) == as_expr(0)):
+                continue
+            m = p.a
+            if not (isinstance(m, BinOp) and m.op == "%"):
+                continue
+            x, y = m.a, m.b
+            if not (isinstance(x, Sym) and isinstance(y, Sym)):
+                continue
+            if x.name not in self.shapes or y.name not in self.shapes:
+                continue
+            g = Sym(f"{x.name}_per_{y.name}", "shape")
+            self.shapes[g.name] = g
+            self.quotients[BinOp("//", x, y)] = g
+            self.subst[x] = g * y
+            self.derived[x.name] = g * y
+
+    def program_vector(self) -> list[Sym]:
+        """The symbols that name a program: its grid coordinates when the grid is a
+        row-major product (independent bounded variables), else the flat program id."""
+        if self.components:
+            return [Sym(n, "pid") for n in self.components]
+        return [Sym(PROGRAM_ID, "pid")]
+
+    def program_id_value(self, values: Mapping[str, int]) -> int:
+        """The flat program id of grid coordinates `values` (missing: 0; shapes missing
+        from `values` are 1, as counterexamples assume)."""
+        env = {n: 1 for n in self.shapes} | dict(values)
+        pid = 0
+        for name, ext in self.components.items():
+            e = ext if isinstance(ext, int) else ext.evaluate(env)
+            pid = pid * e + values.get(name, 0)
+        return pid
 
     def _collect(self, ops) -> None:
         for op in ops:
@@ -105,6 +187,58 @@ class Context:
             name = f"_{base}{n}"
         self.bounds[name] = (lo, hi)
         return Sym(name, "scalar")
+
+
+def _radix(e: IntLike, root: str) -> tuple[list[IntLike], IntLike | None] | None:
+    """`root // d1 // d2 ... % m` -> ([d1, d2, ...], m) (m None without the modulo)."""
+    mod = None
+    if isinstance(e, BinOp) and e.op == "%":
+        e, mod = e.a, e.b
+    divs: list[IntLike] = []
+    while isinstance(e, BinOp) and e.op == "//":
+        divs.insert(0, e.b)
+        e = e.a
+    if isinstance(e, Sym) and e.name == root:
+        return divs, mod
+    return None
+
+
+def program_components(lets: Mapping[str, IntLike], total: IntLike) -> dict[str, IntLike]:
+    """Grid coordinates of a row-major `program_ids` ({name: extent}, slowest first), when
+    the Let chain is exactly the mixed-radix decomposition of the flat id: then the
+    coordinates are independent bounded variables (linear queries) instead of nested
+    `//`/`%` of the flat id by symbolic extents (nonlinear). {} when it is not."""
+    roots = [n for n, e in lets.items() if isinstance(e, Sym) and e.name == PROGRAM_ID]
+    if len(roots) != 1:
+        return {}
+    comps = []
+    for name, e in lets.items():
+        r = _radix(e, roots[0])
+        if r is not None and name != roots[0]:
+            comps.append((len(r[0]), name, r))
+    comps.sort()
+    if len(comps) < 2:
+        return {}
+    moduli: list[IntLike] = []
+    for n, (depth, _name, (divs, mod)) in enumerate(comps):
+        last = n == len(comps) - 1
+        if depth != n or divs != moduli or (mod is None) != last:
+            return {}
+        if not last:
+            moduli.append(mod)
+    rest = factors(total)
+    for m in moduli:
+        for f in factors(m):
+            if f not in rest:
+                return {}
+            rest.remove(f)
+    top: IntLike = 1
+    for f in rest:
+        top = top * f
+    out = {comps[-1][1]: top}
+    for (_d, name, _r), m in zip(reversed(comps[:-1]), reversed(moduli)):
+        out[name] = m
+    return out
 
 
 @dataclass
@@ -169,10 +303,23 @@ class Query:
             return self.z(self.overrides[name])
         base, suffix = split_suffix(name)
         ctx = self.ctx
+        if base in ctx.components or (base == PROGRAM_ID and ctx.components):
+            ov = self.overrides.get(PROGRAM_ID + suffix)
+            if ov is None or name in self.fixed:
+                if base == PROGRAM_ID:  # the flat id of independent grid coordinates
+                    flat: IntLike = 0
+                    for comp, ext in ctx.components.items():
+                        flat = flat * ext + Sym(comp + suffix, "pid")
+                    return self.z(flat)
+                return self._var(name, 0, ctx.components[base], suffix)
+            if isinstance(ov, Sym) and split_suffix(ov.name)[0] == PROGRAM_ID:
+                return self.env[base + split_suffix(ov.name)[1]]  # the same program
         if base in ctx.lets:
             return self.z(rename(ctx.lets[base], suffix))
         if base == PROGRAM_ID:
             return self._var(name, 0, ctx.grid_total, suffix)
+        if base in ctx.scalar_args:  # i32 kernel argument: preconditions bound it
+            return self._var(name, -(2**31), 2**31, "")
         if base in ctx.shapes:
             return self._var(name, 1, ctx.max_extent + 1, "")
         if base in ctx.loops:
@@ -198,8 +345,9 @@ class Query:
         ctx = self.ctx
         formula = violation if isinstance(violation, z3.ExprRef) else self.zb(violation)
         t0 = time.perf_counter()
+        pres = [self.zb(p) for p in ctx.assumptions]
         s = z3.Solver()
-        s.add(*self.domain)
+        s.add(*self.domain, *pres)
         s.add(formula)
         r = z3.unknown
         small = [self.vars[n] <= ctx.small_extent for n in ctx.shapes if n in self.vars]
