@@ -37,9 +37,17 @@ def test_sub_tensor_views_put_fixed_indices_first_and_apply_the_full_layout():
     load = next(op for op in ir.walk() if isinstance(op, Load))
     rng = random.Random(1)
     for _ in range(20):
-        env = {"pid_1": rng.randint(0, 3), "pid_2": rng.randint(0, 7), "pid_0": rng.randint(0, 5),
-               "BM": 16, "BD": 64, "_i0": rng.randint(0, 15), "_i1": rng.randint(0, 63),
-               "S": 90, "D": 64}
+        env = {
+            "pid_1": rng.randint(0, 3),
+            "pid_2": rng.randint(0, 7),
+            "pid_0": rng.randint(0, 5),
+            "BM": 16,
+            "BD": 64,
+            "_i0": rng.randint(0, 15),
+            "_i1": rng.randint(0, 63),
+            "S": 90,
+            "D": 64,
+        }
         strides = [rng.randint(1, 10**5) for _ in range(4)]
         env.update({f"q_stride{d}": s for d, s in enumerate(strides)})
         coords = [c.evaluate(env) if hasattr(c, "evaluate") else c for c in load.view.coords]
@@ -94,7 +102,9 @@ def test_broadcasting_expand_dims_and_index_expressions():
     assert any(isinstance(op, ExpandDims) for op in ir.walk())
     assert [s.name for s, _ in ir.scalars] == ["scale"]
     low = TileFrontend().lower(ir, Policy({"BM": 32, "BN": 16}), "triton", {})
-    assert ("scale", "float", ("scalar", "scale")) in [(p.name, p.kind, p.binding) for p in low.params]
+    assert ("scale", "float", ("scalar", "scale")) in [
+        (p.name, p.kind, p.binding) for p in low.params
+    ]
     assert "m[:, None]" in low.source and 'float("-inf")' in low.source
     assert "tl.arange(0, BM)[:, None] >= pid_1 * BN + tl.arange(0, BN)[None, :]" in low.source
 
@@ -139,8 +149,11 @@ def test_a_loop_does_not_clobber_a_value_that_lives_on_after_it():
     ("family", "entries", "tiles"),
     [
         ("attention", ["attention"], {"BM": 64, "BN": 32, "HEAD_D": 128}),
-        ("moe", ["moe_route", "moe_align", "moe_up", "moe_down", "moe_combine"],
-         {"BT": 32, "BE": 128, "BM": 16, "BS": 256, "BN": 32, "BK": 32, "BH": 64}),
+        (
+            "moe",
+            ["moe_route", "moe_align", "moe_up", "moe_down", "moe_combine"],
+            {"BT": 32, "BE": 128, "BM": 16, "BS": 256, "BN": 32, "BK": 32, "BH": 64},
+        ),
     ],
 )
 def test_family_kernels_lower_to_their_golden_triton(family, entries, tiles):
@@ -150,5 +163,9 @@ def test_family_kernels_lower_to_their_golden_triton(family, entries, tiles):
     for entry in entries:
         ir = fe.parse(path.read_text(), entry, str(path))
         names = {c.name for c in ir.constexprs}
-        sources.append(fe.lower(ir, Policy({k: v for k, v in tiles.items() if k in names}), "triton", {}).source)
+        sources.append(
+            fe.lower(
+                ir, Policy({k: v for k, v in tiles.items() if k in names}), "triton", {}
+            ).source
+        )
     check_golden(f"{family}.triton.expected", "\n\n".join(sources))
