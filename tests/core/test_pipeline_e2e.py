@@ -115,9 +115,13 @@ def test_interpret_backend_with_tracking_off(tmp_path, run_argus):
     assert all(r["failure"] is None and r["correctness"]["ok"] for r in results)
 
 
-@pytest.mark.parametrize("kernel", ["attention", "moe"])
-def test_attention_and_moe_run_end_to_end_on_the_cpu_defaults(tmp_path, run_argus, kernel):
-    proc = run_argus(f"+kernel={kernel}", "budget=1", "tracking=none", cwd=tmp_path)
+@pytest.mark.parametrize(
+    ("kernel", "dtype"),
+    [("attention", "bf16"), ("moe", "bf16"), ("attention", "fp16"), ("moe", "fp16")],
+)
+def test_attention_and_moe_run_end_to_end_on_the_cpu_defaults(tmp_path, run_argus, kernel, dtype):
+    args = [f"+kernel={kernel}", "budget=1", "tracking=none", f"kernel.dtype={dtype}"]
+    proc = run_argus(*args, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (r,) = json.loads(next(Path(tmp_path, ".argus", "runs").glob("*/results.json")).read_text())
     assert r["failure"] is None, r["failure"]
