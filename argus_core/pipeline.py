@@ -132,7 +132,15 @@ class Stages:
             return
 
         shape = dict(cfg.kernel.shape)
-        res.timing = backend.estimate(family, shape, cfg.kernel.dtype, cand.policy, res.compile)
+        measured = res.correctness.timing if res.correctness is not None else None
+        if measured is not None:
+            res.timing = _measured(measured, shape, backend)
+            if res.timing is None:
+                res.failure = (
+                    f"correctness: wrong at the timed shape {shape}: {measured['check']['why']}"
+                )
+        else:
+            res.timing = backend.estimate(family, shape, cfg.kernel.dtype, cand.policy, res.compile)
 
     def _verify(self, ir: Any, policy: Policy) -> VerifyReport:
         """The verifier's report; a verifier that breaks on a kernel proves nothing about it
@@ -167,6 +175,7 @@ class Stages:
                 for ir, pol in zip(irs, policies)
             ]
         shapes = [dict(s) for s in self.cfg.kernel.check_shapes] or [dict(self.cfg.kernel.shape)]
+        timing = {"shape": dict(self.cfg.kernel.shape)} if runner == "cuda" else None
         return check_correctness(
             lowered if len(lowered) > 1 else lowered[0],
             self.family.name,
@@ -177,7 +186,31 @@ class Stages:
             runner=runner,
             timeout_s=float(ev.timeout_s),
             constexprs=dict(res.candidate.policy.tiles),
+            timing=timing,
         )
+
+
+def _measured(m: dict[str, Any], shape: dict[str, int], backend: Any) -> TimingReport | None:
+    """A worker's GPU measurement as a TimingReport (None when the kernel was wrong there)."""
+    if m.get("ms") is None:
+        return None
+    base = min(m["baselines"].values()) if m.get("baselines") else None
+    spec = getattr(backend, "spec", None)
+    roof_ms = None  # the roofline floor: compute at matrix peak or bytes at HBM bandwidth
+    if spec is not None and m.get("flops"):
+        roof_ms = 1e3 * max(m["flops"] / spec.peak("bf16"), m["bytes"] / (spec.hbm_tbps * 1e12))
+    return TimingReport(
+        ms=m["ms"],
+        estimated=False,
+        shape=shape,
+        tflops=m.get("tflops"),
+        gbps=m.get("gbps"),
+        pct_roofline=100 * roof_ms / m["ms"] if roof_ms else None,
+        baseline_ms=base,
+        speedup=base / m["ms"] if base else None,
+        model="do_bench median; baselines: "
+        + ", ".join(f"{k} {v:.4f} ms" for k, v in m.get("baselines", {}).items()),
+    )
 
 
 def _policy_for(ir: Any, policy: Policy) -> Policy:

@@ -191,6 +191,7 @@ class CorrectnessReport:
     max_rel_err: float | None = None
     error: str = ""
     seconds: float = 0.0
+    timing: dict[str, Any] | None = None  # a GPU worker's measurements (evaluate.timing)
 
 
 @dataclass

@@ -59,6 +59,7 @@ def check_correctness(
     runner: str = "interpret",
     timeout_s: float = 120,
     constexprs: dict[str, int] | None = None,
+    timing: dict[str, Any] | None = None,
 ) -> CorrectnessReport:
     """Run `lowered` on fresh random inputs for every trial and shape; compare to the reference.
 
@@ -66,6 +67,8 @@ def check_correctness(
     crash the tail of the child's stderr. Raises ConfigError only for an unknown runner.
     `constexprs` override `lowered.constexprs` by key. A list of kernels is a multi-kernel
     program: the family's `program(launch, inputs, constexprs)` runs them in its order.
+    With `timing` ({"shape": ..., "rep_ms": ...}) on a GPU runner, a correct kernel is also
+    timed with its family's baselines in the same child; the figures land in `report.timing`.
     """
     if runner not in RUNNERS:
         raise ConfigError(choices_error("correctness runner", runner, RUNNERS))
@@ -78,6 +81,7 @@ def check_correctness(
         "seed": int(seed),
         "device": RUNNERS[runner][0],
         "constexprs": dict(constexprs or {}),
+        "timing": timing,
     }
     report = CorrectnessReport(
         ok=False, trials=int(trials), runner=runner, shapes=request["shapes"]
@@ -118,4 +122,5 @@ def check_correctness(
     report.error = result.get("error", "")
     report.max_abs_err = result.get("max_abs_err")
     report.max_rel_err = result.get("max_rel_err")
+    report.timing = result.get("timing")
     return report

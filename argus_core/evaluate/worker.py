@@ -112,7 +112,28 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
                         "max_rel_err": worst_rel,
                         "error": f"trial {trial} shape {shape} output {name!r}: {why}",
                     }
-    return {"ok": True, "max_abs_err": worst_abs, "max_rel_err": worst_rel, "error": ""}
+    result = {"ok": True, "max_abs_err": worst_abs, "max_rel_err": worst_rel, "error": ""}
+    timing = request.get("timing")
+    if timing and device != "cpu":
+        from argus_core.evaluate.timing import measure
+
+        def run_on(inputs: dict[str, Any]) -> None:
+            if len(kernels) > 1:
+                family.program(launch, inputs, dict(request.get("constexprs") or {}))
+            else:
+                launch(kernels[0].name, inputs)
+
+        result["timing"] = measure(
+            family,
+            run_on,
+            dict(timing["shape"]),
+            dtype,
+            int(request["seed"]) + 7919,
+            int(timing.get("l2_bytes", 60 << 20)),
+            float(timing.get("warmup_ms", 25)),
+            float(timing.get("rep_ms", 100)),
+        )
+    return result
 
 
 def main() -> int:

@@ -8,9 +8,10 @@ lowering skips them, so a kernel's lowered source is the same with and without t
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
-from argus_core.ir.expr import Expr, IntLike
+from argus_core.ir.expr import Expr, IntLike, Sym, as_expr, to_source
 from argus_core.ir.nodes import Op, Value
 
 
@@ -89,4 +90,98 @@ class Requires(Op):
     erased = True
 
 
-__all__ = ["AssertContraction", "AssertTag", "AssertTagEq", "Requires", "Tag"]
+# --- data-dependent values: ghost reads, contracts, sums over slots, gathered rows -------
+@dataclass(frozen=True, eq=False, repr=False)
+class DataRead(Sym):
+    """`tensor[args]` as an uninterpreted function of its index (a ghost read: nothing is
+    loaded). The verifier gives it no value but what a `Contract` says. `tensor` may name a
+    tensor of another kernel (`"ids"`), so contracts can relate the data of two kernels.
+    Its name spells the call, so equal reads are one symbol; `map` rewrites the index."""
+
+    tensor: str = ""
+    args: tuple[Expr, ...] = ()
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.args
+
+    def map(self, f):
+        return f(read(self.tensor, *[a.map(f) for a in self.args]))
+
+    def __hash__(self) -> int:
+        return hash(("Sym", self.name))
+
+    def __eq__(self, other: object) -> bool:  # type: ignore[override]
+        return isinstance(other, Sym) and other.name == self.name
+
+
+def read(tensor: str, *index: IntLike) -> DataRead:
+    """The ghost read `tensor[index]` (see `DataRead`)."""
+    args = tuple(as_expr(i) for i in index)
+    name = f"@{tensor}[{', '.join(to_source(a) for a in args)}]"
+    node = READS.get(name)
+    if node is None:
+        node = READS[name] = DataRead(name, "data", None, None, tensor=tensor, args=args)
+    return node
+
+
+# every live read by name: the verifier's z3 environment looks symbols up by name only
+READS: weakref.WeakValueDictionary[str, DataRead] = weakref.WeakValueDictionary()
+
+
+@dataclass(eq=False)
+class Contract(Op):
+    """A precondition on data: for all `vars` (bound, var d in [0, extents[d])), `pred`.
+    The verifier assumes it, instantiated at the reads of the data in each query."""
+
+    vars: tuple[Sym, ...]
+    extents: tuple[IntLike, ...]
+    pred: Expr
+    name: str
+    kind = "contract"
+    erased = True
+
+
+@dataclass(eq=False)
+class Summand(Op):
+    """`value` is one term of a sum over its coordinate entry `entry` (a token's K slots):
+    that entry becomes a contracted coordinate, like a dot's k, so the store of the sum
+    proves it covers [0, extent) once."""
+
+    value: Value
+    entry: int
+    kind = "summand"
+    erased = True
+
+    def operands(self):
+        return [self.value]
+
+
+@dataclass(eq=False)
+class RowsFor(Op):
+    """Row r of `value` is the result for row `index[r]` (a scatter's index tile), computed
+    from source row `source` (an expression over `index[r]`, e.g. slot // topk): asserts its
+    row coordinate is `source`, then relabels that row coordinate `index[r]`."""
+
+    value: Value
+    index: Value
+    source: Expr
+    target: Expr
+    kind = "rows_for"
+    erased = True
+
+    def operands(self):
+        return [self.value, self.index]
+
+
+__all__ = [
+    "AssertContraction",
+    "AssertTag",
+    "AssertTagEq",
+    "Contract",
+    "DataRead",
+    "Requires",
+    "RowsFor",
+    "Summand",
+    "Tag",
+    "read",
+]

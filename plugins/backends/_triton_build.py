@@ -78,7 +78,7 @@ def specialized_signature(
             if p.binding[0] == "stride" and innermost.get(p.binding[1]) == p.binding[2]:
                 signature[p.name] = "constexpr"
                 constexprs[p.name] = 1
-            else:
+            elif p.binding[0] in ("shape", "stride"):  # never scalar arguments (flags, counts)
                 attrs[(i,)] = [["tt.divisibility", 16]]
     return signature, constexprs, attrs
 

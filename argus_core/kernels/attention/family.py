@@ -252,6 +252,38 @@ class AttentionFamily(DSLKernelFamily):
                 o[b], lse[b] = attend(q[b], k[b], v[b], scale, causal)
         return {"o": o.to(inputs["o"].dtype), "lse": lse}
 
+    def baselines(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """SDPA's flash and cuDNN backends on these inputs (dense layouts only). Causal with
+        S != SKV has no SDPA equivalent (SDPA aligns top-left): no baseline then."""
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        if "cu_seqlens_q" in inputs:
+            return {}
+        q, k, v, scale = inputs["q"], inputs["k"], inputs["v"], float(inputs["scale"])
+        causal = bool(inputs["causal"])
+        if causal and q.shape[2] != k.shape[2]:
+            return {}
+        group = q.shape[1] // k.shape[1]
+        # cuDNN takes no grouped heads: expand K and V once, outside the timed call
+        ke, ve = (
+            (k, v) if group == 1 else (k.repeat_interleave(group, 1), v.repeat_interleave(group, 1))
+        )
+
+        def sdpa(backend: Any, kk: Any, vv: Any, gqa: bool) -> Any:
+            def call() -> Any:
+                with sdpa_kernel([backend]):
+                    return F.scaled_dot_product_attention(
+                        q, kk, vv, is_causal=causal, scale=scale, enable_gqa=gqa
+                    )
+
+            return call
+
+        return {
+            "SDPA flash": sdpa(SDPBackend.FLASH_ATTENTION, k, v, group > 1),
+            "SDPA cuDNN": sdpa(SDPBackend.CUDNN_ATTENTION, ke, ve, False),
+        }
+
     def flops(self, shape: dict[str, int]) -> float:
         """4·D per visible (query, key) pair per head: Q·Kᵀ and P·V, 2 flops per MAC.
 

@@ -66,6 +66,13 @@ class GemmFamily(DSLKernelFamily):
         a, b, c = inputs["a"], inputs["b"], inputs["c"]
         return {"c": torch.matmul(a.float(), b.float()).to(c.dtype)}
 
+    def baselines(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """The library to beat, as callables over these inputs: cuBLAS through torch."""
+        import torch
+
+        a, b = inputs["a"], inputs["b"]
+        return {"cuBLAS (torch.matmul)": lambda: torch.matmul(a, b)}
+
     def flops(self, shape: dict[str, int]) -> float:
         m, n, k = self._dims(shape)
         return 2.0 * m * n * k

@@ -149,6 +149,55 @@ class MoEFamily(DSLKernelFamily):
             out.index_add_(0, token, y * weights[token, slot][:, None])
         return {"out": out.to(inputs["out"].dtype)}
 
+    def baselines(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """PyTorch in the inputs' dtype: the per-expert loop, and (where this torch has it)
+        `torch._grouped_mm` over tokens sorted by expert, routing included in both."""
+        import torch
+
+        out = {"torch per-expert loop": lambda: self._torch_loop(inputs)}
+        if hasattr(torch, "_grouped_mm"):
+            out["torch._grouped_mm"] = lambda: self._torch_grouped(inputs)
+        return out
+
+    @staticmethod
+    def _torch_loop(inputs: dict[str, Any]) -> Any:
+        import torch
+        import torch.nn.functional as F
+
+        x, w1, w2 = inputs["x"], inputs["w1"], inputs["w2"]
+        inter = w2.shape[-1]
+        ids, weights = route(inputs["router_logits"], int(inputs["topk"]), bool(inputs["renorm"]))
+        out = torch.zeros_like(x)
+        for e in range(w1.shape[0]):
+            token, slot = (ids == e).nonzero(as_tuple=True)
+            if token.numel() == 0:
+                continue
+            xe = x[token]
+            y = (F.silu(xe @ w1[e, :inter].T) * (xe @ w1[e, inter:].T)) @ w2[e].T
+            out.index_add_(0, token, y * weights[token, slot][:, None].to(x.dtype))
+        return out
+
+    @staticmethod
+    def _torch_grouped(inputs: dict[str, Any]) -> Any:
+        import torch
+        import torch.nn.functional as F
+
+        x, w1, w2 = inputs["x"], inputs["w1"], inputs["w2"]
+        e_count, inter = w1.shape[0], w2.shape[-1]
+        ids, weights = route(inputs["router_logits"], int(inputs["topk"]), bool(inputs["renorm"]))
+        flat = ids.flatten()
+        order = torch.argsort(flat, stable=True)
+        counts = torch.bincount(flat, minlength=e_count)
+        offs = torch.cumsum(counts, 0).to(torch.int32)
+        xs = x[order // ids.shape[1]]
+        h = torch._grouped_mm(xs, w1.transpose(1, 2), offs=offs)
+        act = F.silu(h[:, :inter]) * h[:, inter:]
+        y = torch._grouped_mm(act, w2.transpose(1, 2), offs=offs)
+        y = y * weights.flatten()[order][:, None].to(y.dtype)
+        out = torch.zeros_like(x)
+        out.index_add_(0, order // ids.shape[1], y)
+        return out
+
     def flops(self, shape: dict[str, int]) -> float:
         """Matmul flops of the routed slots: 2·T·TOPK·(H·2I + I·H).
 

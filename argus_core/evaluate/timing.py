@@ -1,0 +1,90 @@
+"""Timing on a GPU, inside the worker process: our kernel and the library baselines, at
+one shape, in the same process, the same way.
+
+Per METHOD.md: warm-up, then the median of `triton.testing.do_bench` (which also clears
+the L2 before each run); CUDA-graph replay for kernels too short for launch gaps not to
+matter; several input sets rotated so that repeated runs do not measure a warm cache; a
+wrong answer at the timed shape is never timed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable
+from typing import Any
+
+SHORT_MS = 0.05  # below this a kernel is timed as CUDA-graph replays
+MAX_SETS = 8
+
+
+def _nbytes(inputs: dict[str, Any]) -> int:
+    return sum(int(v.numel() * v.element_size()) for v in inputs.values() if hasattr(v, "numel"))
+
+
+def bench(fn: Callable[[], Any], warmup_ms: float, rep_ms: float) -> float:
+    """Median milliseconds of `fn`, graph-replayed when it is shorter than SHORT_MS."""
+    import torch
+    import triton.testing as tt
+
+    ms = tt.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+    if ms < SHORT_MS:
+        try:
+            with torch.cuda.stream(torch.cuda.Stream()):
+                ms = tt.do_bench_cudagraph(fn, rep=rep_ms, return_mode="median")
+        except Exception:  # some baselines cannot be captured; the plain median stands
+            pass
+    return float(ms)
+
+
+def measure(
+    family: Any,
+    run_on: Callable[[dict[str, Any]], None],
+    shape: dict[str, int],
+    dtype: str,
+    seed: int,
+    l2_bytes: int,
+    warmup_ms: float = 25,
+    rep_ms: float = 100,
+) -> dict[str, Any]:
+    """Time `run_on(inputs)` and each of `family.baselines(inputs)` at `shape`.
+
+    Returns {"ms", "baselines": {name: ms}, "sets", "flops", "bytes", "tflops", "gbps",
+    "check": {"ok", "why"}}; `ms` is None when the kernel is wrong at this shape.
+    """
+    from argus_core.evaluate.worker import compare
+
+    first = family.make_inputs(shape, dtype, seed, "cuda")
+    n = max(1, min(MAX_SETS, math.ceil(3 * l2_bytes / max(1, _nbytes(first)))))
+    sets = [first] + [family.make_inputs(shape, dtype, seed + i, "cuda") for i in range(1, n)]
+    expected = family.reference(first)
+    run_on(first)
+    atol, rtol = family.tolerance(dtype)
+    for name in family.outputs:
+        ok, _, _, why = compare(first[name], expected[name], atol, rtol)
+        if not ok:
+            return {"ms": None, "check": {"ok": False, "why": f"{name}: {why}"}, "sets": n}
+    del expected
+    cycle = itertools.cycle(sets)
+    ms = bench(lambda: run_on(next(cycle)), warmup_ms, rep_ms)
+    baselines: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    for name, make in family.baselines(sets[0]).items():
+        try:
+            fns = [make] + [family.baselines(s)[name] for s in sets[1:]]
+            rot = itertools.cycle(fns)
+            baselines[name] = bench(lambda rot=rot: next(rot)(), warmup_ms, rep_ms)
+        except Exception as exc:  # a library path missing on this machine is reported, not fatal
+            errors[name] = f"{type(exc).__name__}: {exc}"[:300]
+    flops, nbytes = family.flops(shape), family.bytes(shape, dtype)
+    return {
+        "ms": ms,
+        "baselines": baselines,
+        "baseline_errors": errors,
+        "sets": n,
+        "flops": flops,
+        "bytes": nbytes,
+        "tflops": flops / ms / 1e9,
+        "gbps": nbytes / ms / 1e6,
+        "check": {"ok": True, "why": ""},
+    }

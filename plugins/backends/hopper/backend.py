@@ -1,0 +1,132 @@
+"""NVIDIA Hopper backends (`h100`, `h200`): sm_90 compilation, cubin report, cost model.
+
+Compiles on any machine (Triton bundles ptxas and cuobjdump): `GPUTarget("cuda", 90, 32)`
+gives PTX and a cubin with no GPU. Kernels run and are timed where torch sees a CUDA
+device of compute capability 9.0.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from argus_core.errors import PolicyError
+from argus_core.evaluate.costmodel import estimate_time, lds_bytes_estimate
+from argus_core.evaluate.launch import ensure_triton_cache_dir, load_kernel
+from argus_core.evaluate.targets import H100, H200, TargetSpec
+from argus_core.types import CompileReport, LoweredKernel, Policy, TimingReport
+from argus_plugins.backends._triton_build import (
+    check_compiler_options,
+    check_tiles,
+    error_text,
+    specialized_signature,
+)
+from argus_plugins.backends.hopper.cubin import report_fields
+
+CAPABILITY = 90
+WARP_SIZE = 32
+SHARED_BYTES = 227 * 1024  # the most shared memory one block can opt in to on sm_90
+
+# Triton's CUDA options (triton/backends/nvidia/compiler.py CUDAOptions) a policy may set
+POLICY_SPACE: dict[str, list[Any]] = {
+    "num_warps": [1, 2, 4, 8, 16],
+    "num_stages": [1, 2, 3, 4, 5],
+    "num_ctas": [1, 2],
+    "maxnreg": [None, 128, 168, 232, 255],
+}
+DEFAULTS: dict[str, Any] = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
+MIN_TILE = 16
+
+
+class HopperBackend:
+    lowering = "triton"
+    lowering_options: dict[str, Any] = {}
+
+    def __init__(self, name: str, spec: TargetSpec, workdir: str | Path | None = None):
+        self.name, self.spec, self.workdir = name, spec, workdir
+
+    def policy_space(self) -> dict[str, list[Any]]:
+        return {k: list(v) for k, v in POLICY_SPACE.items()}
+
+    def validate_policy(self, policy: Policy) -> None:
+        """PolicyError for an unknown option, a value outside its list, a tile extent that
+        is not a power of two >= 16, or a shared-memory estimate over 227 KiB."""
+        check_compiler_options(self.name, POLICY_SPACE, policy)
+        check_tiles(self.name, policy, MIN_TILE)
+        smem = lds_bytes_estimate(policy, elem_bytes=2)
+        if smem is not None and smem > SHARED_BYTES:
+            raise PolicyError(
+                f"{self.name}: policy {policy.key()!r} needs ~{smem} bytes of shared memory "
+                f"for 16-bit operands, over the {SHARED_BYTES} an sm_90 block can have; use "
+                "smaller BM/BN/BK or fewer num_stages"
+            )
+
+    def compile(
+        self, lowered: LoweredKernel, dtypes: dict[str, str], policy: Policy
+    ) -> CompileReport:
+        """Compile for sm_90 and read the report from the cubin; a kernel that does not
+        compile gives ok=False and the compiler's message."""
+        start = time.perf_counter()
+        target = f"cuda:{CAPABILITY}"
+        if os.environ.get("TRITON_INTERPRET") not in (None, "", "0"):
+            return CompileReport(
+                target=target,
+                ok=False,
+                asm_kind="sass",
+                error="TRITON_INTERPRET is set in this process; triton.compile cannot run here",
+            )
+        try:
+            compiled = self._compile(lowered, dtypes, policy)
+            fields = report_fields(compiled.asm["cubin"], compiled.metadata)
+        except Exception as exc:  # any compiler failure is the candidate's, not ours
+            return CompileReport(
+                target=target,
+                ok=False,
+                asm_kind="sass",
+                error=error_text(exc),
+                seconds=time.perf_counter() - start,
+            )
+        return CompileReport(
+            target=target, ok=True, seconds=time.perf_counter() - start, asm_kind="sass", **fields
+        )
+
+    def _compile(self, lowered: LoweredKernel, dtypes: dict[str, str], policy: Policy) -> Any:
+        ensure_triton_cache_dir()
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
+        fn = load_kernel(lowered, self.workdir)
+        signature, constexprs, attrs = specialized_signature(
+            lowered, dtypes, policy, buffer_ops=False
+        )
+        src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+        options = {k: v for k, v in {**DEFAULTS, **policy.compiler}.items() if v is not None}
+        return triton.compile(src, target=GPUTarget("cuda", CAPABILITY, WARP_SIZE), options=options)
+
+    def device_available(self) -> bool:
+        """True when torch is a CUDA build and device 0 has compute capability 9.0."""
+        try:
+            import torch
+        except ImportError:
+            return False
+        if getattr(torch.version, "hip", None) or not torch.cuda.is_available():
+            return False
+        return torch.cuda.get_device_capability(0) == (9, 0)
+
+    def estimate(
+        self,
+        family: Any,
+        shape: dict[str, int],
+        dtype: str,
+        policy: Policy,
+        report: CompileReport | None,
+    ) -> TimingReport:
+        """The roofline-occupancy cost model for this Hopper part (docs/cost_model.md)."""
+        return estimate_time(self.spec, family, shape, dtype, policy, report)
+
+
+def backends() -> list[HopperBackend]:
+    return [HopperBackend("h100", H100), HopperBackend("h200", H200)]
