@@ -1,0 +1,399 @@
+"""Check and time Argus's GEMM, attention and MoE kernels against the libraries, on one GPU.
+
+    python benchmarks/gpu_bench.py                 # every case (an H200: a few minutes)
+    python benchmarks/gpu_bench.py --families gemm --quick
+    python benchmarks/gpu_bench.py --dry-run       # no GPU: list the cases, trace, lower and
+                                                   # cross-compile one policy per family
+
+For each case the DSL kernel is traced and lowered at a few policies, launched through
+Triton's JIT, checked against the family's PyTorch reference at the timed shape (a wrong
+kernel is never timed), and timed with `triton.testing.do_bench` medians, inputs rotated
+past the L2, next to the library baselines timed the same way in the same process
+(`argus_core.evaluate.timing`). The fastest correct policy is reported. A table is printed
+last; every figure goes to the JSON file (`--out`, default `$OUT/gpu_bench.json` when $OUT
+is set).
+
+Runs without hydra, mlflow, litellm or z3 (the GPU image lacks some of them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GEMM_BIG = [
+    dict(BM=128, BN=256, BK=64, GROUP=8, w=8, s=3),
+    dict(BM=128, BN=128, BK=64, GROUP=8, w=4, s=4),
+    dict(BM=256, BN=128, BK=64, GROUP=8, w=8, s=3),
+    dict(BM=128, BN=128, BK=64, GROUP=8, w=8, s=4),
+]
+GEMM_SKINNY = [
+    dict(BM=16, BN=128, BK=128, GROUP=1, w=4, s=4),
+    dict(BM=32, BN=128, BK=64, GROUP=1, w=4, s=4),
+    dict(BM=64, BN=128, BK=64, GROUP=1, w=4, s=4),
+    dict(BM=128, BN=128, BK=64, GROUP=8, w=8, s=3),
+]
+ATTN = [
+    dict(BM=128, BN=64, w=8, s=3),
+    dict(BM=128, BN=128, w=8, s=3),
+    dict(BM=64, BN=64, w=4, s=3),
+    dict(BM=64, BN=32, w=4, s=2),
+]
+MOE_FIXED = dict(BT=32, BE=128, BS=256, BH=128)
+MOE_PREFILL = [
+    dict(BM=64, BN=128, BK=64, w=4, s=3),
+    dict(BM=128, BN=128, BK=64, w=8, s=3),
+    dict(BM=64, BN=64, BK=64, w=4, s=4),
+]
+MOE_DECODE = [
+    dict(BM=16, BN=64, BK=128, w=4, s=4),
+    dict(BM=16, BN=128, BK=64, w=4, s=3),
+    dict(BM=16, BN=32, BK=128, w=2, s=4),
+]
+
+
+@dataclass
+class Case:
+    family: str
+    name: str
+    shape: dict[str, int]
+    policies: list[dict[str, int]]
+    note: str = ""
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+def cases() -> list[Case]:
+    out: list[Case] = []
+    for m, n, k in [
+        (8192, 8192, 8192),
+        (4096, 4096, 4096),
+        (4096, 14336, 4096),
+        (4096, 4096, 14336),
+        (16384, 7168, 2048),
+    ]:
+        out.append(Case("gemm", f"{m}x{n}x{k}", dict(M=m, N=n, K=k), GEMM_BIG))
+    for m in (16, 128):
+        for n in (14336, 4096):
+            out.append(Case("gemm", f"skinny {m}x{n}x4096", dict(M=m, N=n, K=4096), GEMM_SKINNY))
+    attn = dict(B=4, HQ=32, HKV=32, S=4096, SKV=4096, D=128, CAUSAL=1, VARLEN=0)
+    out += [
+        Case("attention", "B4 H32 S4k D128 causal", attn, ATTN),
+        Case("attention", "B4 H32 S4k D128", {**attn, "CAUSAL": 0}, ATTN),
+        Case(
+            "attention", "B1 H32 S16k D128 causal", {**attn, "B": 1, "S": 16384, "SKV": 16384}, ATTN
+        ),
+        Case("attention", "GQA 32/8 S4k D128 causal", {**attn, "HKV": 8}, ATTN),
+        Case("attention", "B4 H32 S4k D64", {**attn, "D": 64, "CAUSAL": 0}, ATTN),
+    ]
+    mixtral = dict(E=8, TOPK=2, H=4096, I=14336, RENORM=1)
+    out += [
+        Case("moe", "Mixtral prefill T4096", {**mixtral, "T": 4096}, MOE_PREFILL),
+        Case(
+            "moe",
+            "DeepSeek E64 top6 T4096",
+            dict(T=4096, E=64, TOPK=6, H=2048, I=1408, RENORM=0),
+            MOE_PREFILL,
+        ),
+        Case("moe", "Mixtral decode T16", {**mixtral, "T": 16}, MOE_DECODE, "decode"),
+        Case("moe", "Mixtral decode T64", {**mixtral, "T": 64}, MOE_DECODE, "decode"),
+    ]
+    return out
+
+
+# ------------------------------------------------------------------------------- kernels
+
+
+def family_of(name: str) -> Any:
+    from argus_core.kernels.attention.family import AttentionFamily
+    from argus_core.kernels.gemm.family import GemmFamily
+    from argus_core.kernels.moe.family import MoEFamily
+
+    return {"gemm": GemmFamily, "attention": AttentionFamily, "moe": MoEFamily}[name]()
+
+
+def lower_all(family: Any, tiles: dict[str, int]) -> list[Any]:
+    """The family's kernels traced and lowered for these tiles (policy constants)."""
+    from argus_core.types import Policy
+    from argus_plugins.dsl.tile.frontend import TileFrontend
+
+    fe = TileFrontend()
+    out = []
+    for entry in getattr(family, "entries", None) or (family.entry,):
+        ir = fe.parse(family.source(), entry, str(family.source_path))
+        names = {c.name for c in ir.constexprs}
+        out.append(
+            fe.lower(ir, Policy({k: v for k, v in tiles.items() if k in names}), "triton", {})
+        )
+    return out
+
+
+def split(case: Case, p: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
+    tiles = {k: v for k, v in p.items() if k not in ("w", "s")}
+    if case.family == "attention":
+        tiles["HEAD_D"] = case.shape["D"]
+    if case.family == "moe":
+        tiles = {**MOE_FIXED, **tiles}
+    return tiles, {"num_warps": p["w"], "num_stages": p["s"]}
+
+
+def runner(family: Any, kernels: list[Any], tiles: dict[str, int], compiler: dict[str, int]) -> Any:
+    """run_on(inputs): launch the kernel (or the family's program of kernels)."""
+    from argus_core.evaluate.launch import launch_args, load_kernel
+
+    fns = {k.name: (k, load_kernel(k)) for k in kernels}
+
+    def launch(name: str, tensors: dict[str, Any]) -> None:
+        lowered, fn = fns[name]
+        args, grid = launch_args(lowered, tensors, tiles)
+        fn[grid](*args, **compiler)
+
+    def run_on(inputs: dict[str, Any]) -> None:
+        if len(kernels) > 1:
+            family.program(launch, inputs, tiles)
+        else:
+            launch(kernels[0].name, inputs)
+
+    return run_on
+
+
+def run_case(case: Case, l2_bytes: int, rep_ms: float) -> dict[str, Any]:
+    """Every policy of the case, checked and timed; the baselines are timed once (with the
+    first policy that ran correctly) and shared by the rest."""
+    import torch
+
+    from argus_core.evaluate.timing import measure
+
+    family = family_of(case.family)
+    real_baselines = family.baselines
+    tried: list[dict[str, Any]] = []
+    base: dict[str, float] = {}
+    for p in case.policies:
+        tiles, compiler = split(case, p)
+        entry: dict[str, Any] = {"policy": p}
+        family.baselines = real_baselines if not base else (lambda inputs: {})  # type: ignore[method-assign]
+        try:
+            kernels = lower_all(family, tiles)
+            run_on = runner(family, kernels, tiles, compiler)
+            entry.update(
+                measure(
+                    family, run_on, case.shape, "bf16", 0, l2_bytes, warmup_ms=10, rep_ms=rep_ms
+                )
+            )
+            base = base or dict(entry.get("baselines") or {})
+            entry["baselines"] = base
+        except Exception as exc:  # one policy's failure (compile, launch, OOM) is recorded
+            entry["error"] = f"{type(exc).__name__}: {exc}"[:500]
+            entry["trace"] = traceback.format_exc(limit=-3)[-1500:]
+        torch.cuda.empty_cache()
+        tried.append(entry)
+    ok = [t for t in tried if t.get("ms")]
+    best = min(ok, key=lambda t: t["ms"]) if ok else None
+    if best is not None:
+        best["baselines"] = base
+    return {"tried": tried, "best": best}
+
+
+# -------------------------------------------------------------------------------- output
+
+
+def ceilings() -> dict[str, float]:
+    """Measured on this GPU now: a large bf16 matmul (TFLOP/s) and a device copy (TB/s)."""
+    import torch
+    import triton.testing as tt
+
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    ms = tt.do_bench(lambda: a @ b, return_mode="median")
+    x = torch.empty(1 << 30, device="cuda", dtype=torch.uint8)
+    y = torch.empty_like(x)
+    cms = tt.do_bench(lambda: y.copy_(x), return_mode="median")
+    return {"matmul_tflops": 2 * 8192**3 / ms / 1e9, "copy_tbps": 2 * x.numel() / cms / 1e9}
+
+
+def table(results: list[Case], ceil: dict[str, float]) -> str:
+    rows = [
+        ("family", "case", "policy", "ours ms", "TFLOP/s", "GB/s", "baseline", "base ms", "ratio")
+    ]
+    for c in results:
+        best = c.result.get("best")
+        if not best:
+            err = next(
+                (
+                    t.get("error") or t.get("check", {}).get("why")
+                    for t in c.result.get("tried", [])
+                ),
+                "",
+            )
+            rows.append((c.family, c.name, "-", "FAILED", "", "", (err or "")[:40], "", ""))
+            continue
+        base = best.get("baselines") or {}
+        bname, bms = min(base.items(), key=lambda kv: kv[1]) if base else ("-", float("nan"))
+        ratio = bms / best["ms"] if base else float("nan")
+        pol = " ".join(f"{k}{v}" for k, v in best["policy"].items())
+        rows.append(
+            (
+                c.family,
+                c.name,
+                pol,
+                f"{best['ms']:.4f}",
+                f"{best['tflops']:.0f}",
+                f"{best['gbps']:.0f}",
+                bname,
+                f"{bms:.4f}",
+                f"{ratio:.2f}x",
+            )
+        )
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(str(v).ljust(w) for v, w in zip(r, widths)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append(
+        f"ceilings measured now: bf16 matmul {ceil.get('matmul_tflops', 0):.0f} TFLOP/s, "
+        f"copy {ceil.get('copy_tbps', 0):.2f} TB/s; ratio = fastest baseline time / ours (>1: ours faster)"
+    )
+    return "\n".join(lines)
+
+
+def geomean(vals: list[float]) -> float | None:
+    vals = [v for v in vals if v and v > 0 and not math.isnan(v)]
+    return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
+
+
+def dry_run(selected: list[Case]) -> int:
+    """No GPU: list the cases; trace and lower every kernel at every policy, cross-compile the
+    first policy of each family for sm_90."""
+    from argus_core.evaluate.targets import H200
+    from argus_core.types import Policy
+    from argus_plugins.backends.hopper.backend import HopperBackend
+
+    backend = HopperBackend("h200", H200)
+    compiled: set[str] = set()
+    for c in selected:
+        family = family_of(c.family)
+        for p in c.policies:
+            tiles, compiler = split(c, p)
+            kernels = lower_all(family, tiles)
+            backend.validate_policy(Policy(tiles, compiler))
+            if c.family not in compiled:
+                dtypes = {
+                    **{t: "bf16" for k in kernels for t in _tensors(k)},
+                    **getattr(family, "tensor_dtypes", lambda d: {})("bf16"),
+                }
+                for k in kernels:
+                    rep = backend.compile(
+                        k,
+                        dtypes,
+                        Policy({n: tiles[n] for n in k.constexprs if n in tiles}, compiler),
+                    )
+                    if not rep.ok:
+                        print(f"compile FAILED {c.family} {k.name}: {rep.error[-500:]}")
+                        return 1
+                    print(
+                        f"compiled {c.family}/{k.name} for sm_90: {rep.registers} regs, "
+                        f"{rep.spills} spills, {rep.shared_bytes} B shared, {rep.mma_count} MMA"
+                    )
+                compiled.add(c.family)
+        print(f"ok  {c.family:9s} {c.name:28s} {len(c.policies)} policies traced and lowered")
+    print(f"dry run: {len(selected)} cases checked; run without --dry-run on a GPU to time them")
+    return 0
+
+
+def _tensors(lowered: Any) -> list[str]:
+    return [p.name for p in lowered.params if p.kind == "ptr"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--families", default="gemm,attention,moe")
+    ap.add_argument("--cases", default="", help="comma-separated substrings of case names")
+    ap.add_argument("--quick", action="store_true", help="first policy only, shorter timing")
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "gpu_bench.json"))
+    args = ap.parse_args()
+    fams = args.families.split(",")
+    selected = [
+        c
+        for c in cases()
+        if c.family in fams and (not args.cases or any(s in c.name for s in args.cases.split(",")))
+    ]
+    if args.quick:
+        for c in selected:
+            c.policies = c.policies[:1]
+    if args.dry_run:
+        return dry_run(selected)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("no CUDA GPU; use --dry-run", file=sys.stderr)
+        return 2
+    props = torch.cuda.get_device_properties(0)
+    l2 = int(getattr(props, "L2_cache_size", 50 << 20))
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+    ).stdout.strip() or os.environ.get("ARGUS_COMMIT", "unknown")
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "device": props.name,
+        "sms": props.multi_processor_count,
+        "l2_bytes": l2,
+        "torch": torch.__version__,
+        "commit": commit,
+        "host": platform.node(),
+    }
+    import triton
+
+    meta["triton"] = triton.__version__
+    ceil = ceilings()
+    meta["ceilings"] = ceil
+    print(json.dumps(meta), flush=True)
+    for c in selected:
+        t0 = time.perf_counter()
+        c.result = run_case(c, l2, rep_ms=40 if args.quick else 100)
+        best = c.result.get("best")
+        got = f"{best['ms']:.4f} ms" if best else "FAILED"
+        print(f"{c.family} {c.name}: {got} ({time.perf_counter() - t0:.0f}s)", flush=True)
+        Path(args.out).write_text(
+            json.dumps(
+                {
+                    "meta": meta,
+                    "cases": [
+                        {"family": x.family, "name": x.name, "shape": x.shape, **x.result}
+                        for x in selected
+                        if x.result
+                    ],
+                },
+                indent=1,
+                default=str,
+            )
+        )
+    summary = {}
+    for fam in fams:
+        ratios = []
+        for c in selected:
+            b = c.result.get("best")
+            if c.family == fam and b and b.get("baselines") and c.note != "decode":
+                ratios.append(min(b["baselines"].values()) / b["ms"])
+        summary[fam] = geomean(ratios)
+    print()
+    print(table(selected, ceil))
+    print(
+        "geomean ratio vs fastest baseline: "
+        + ", ".join(f"{k} {v:.2f}x" if v else f"{k} -" for k, v in summary.items())
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())

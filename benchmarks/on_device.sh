@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs a command against this checkout on the GPU machine, whose image has torch and Triton
+# but not this package installed: the import names argus_plugins/argus_conf are made as
+# links to plugins/ and conf/, and wheels carried in .whl/ (hydra, omegaconf, z3) installed
+# into /tmp/site if present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p /tmp/argus-pkgs
+ln -sfn "$PWD/plugins" /tmp/argus-pkgs/argus_plugins
+ln -sfn "$PWD/conf" /tmp/argus-pkgs/argus_conf
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
+fi
+export PYTHONPATH="$PWD:/tmp/argus-pkgs:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
+export TRITON_CACHE_DIR=/tmp/triton-cache MLFLOW_DISABLE_TELEMETRY=true
+exec "$@"
