@@ -14,8 +14,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from argus_core.ir import Expr, IntLike, Sym, View, as_expr, cdiv, elem_sym, emin, land
-from argus_core.ir.nodes import AtomicAdd
-from argus_core.ir.tags import AssertContraction, AssertTag, AssertTagEq, Requires, Tag
+from argus_core.ir.nodes import AtomicAdd, TileElem
+from argus_core.ir.tags import (
+    AssertContraction,
+    AssertTag,
+    AssertTagEq,
+    Contract,
+    Requires,
+    RowsFor,
+    Summand,
+    Tag,
+)
+from argus_core.ir.tags import read as data_read
 from argus_core.layout import Layout
 from argus_plugins.dsl.tile import tracer
 
@@ -238,8 +248,89 @@ def atomic_add(view: Any, value: Any, mask: Expr | None = None, boundary: bool =
         st.written.append(v.tensor.name)
 
 
+# ------------------------------------------------- data-dependent values (MoE routing)
+
+
+def read(tensor: Any, *index: IntLike) -> Expr:
+    """Ghost read of `tensor[index]` for contracts and assertions: an uninterpreted value
+    the verifier knows only through contracts (nothing is loaded). `tensor` is a kernel
+    tensor or the name of another kernel's tensor (`"ids"`)."""
+    from argus_plugins.dsl.tile.lang import TensorArg
+
+    if isinstance(tensor, TensorArg):
+        index = tensor.fixed + tuple(index)
+        if len(index) != len(tensor.param.dims):
+            raise tracer.fail(f"read({tensor.name}, ...) needs {len(tensor.param.dims)} indices")
+        name = tensor.name
+    elif isinstance(tensor, str) and tensor.isidentifier():
+        name = tensor
+    else:
+        raise tracer.fail(f"read takes a kernel tensor or a tensor name, got {tensor!r}")
+    return data_read(name, *_as_tuple(index, "read"))
+
+
+def at(x: Any, axis: int = 0) -> Expr:
+    """Ghost: element r of the 1-D tile `x`, where r is the element index along `axis` of
+    the tile an assertion or tag speaks about (`al.at(slots)`: the slot of row r)."""
+    v = _tile_value(x, "at")
+    if len(v.shape) != 1:
+        raise tracer.fail(f"at takes a 1-D tile, got shape {v.shape}")
+    return TileElem(f"%{v.id}", "data", 0, None, value=v, axis=axis)
+
+
+def expect(x: Any, pred: Callable[..., Any], name: str = COORD, arity: int | None = None) -> Any:
+    """`assert_tag(pred, x, name, arity)` that returns `x`, so an assertion can be written
+    inline where a tile is made (`xt = al.expect(al.load(...), lambda t, c: ...)`)."""
+    assert_tag(pred, x, name, arity)
+    return x
+
+
+def contract(pred: Callable[..., Any], *extents: IntLike, name: str = "contract") -> None:
+    """State a precondition on data: `pred(r0, r1, ...)` holds for every r_d in
+    [0, extents[d]). `pred` reads data with `al.read` (for MoE: every row of `sorted_ids`
+    is padding or a slot routed to its block's expert). The verifier assumes it; the
+    kernel producing the data must establish it."""
+    if not extents:
+        raise tracer.fail("contract needs the extent of at least one bound variable")
+    syms = tuple(Sym(f"_{name}_r{d}", "scalar") for d in range(len(extents)))
+    p = pred(*syms)
+    if not isinstance(p, Expr):
+        raise tracer.fail(f"contract {name!r}: the predicate must be symbolic, got {p!r}")
+    tracer.state().emit(Contract(tracer.point("contract"), syms, tuple(extents), p, name))
+
+
+def summand(x: Any, entry: int = 0) -> Any:
+    """Ghost: `x` is one term of a sum over its coordinate entry `entry` (a loop over a
+    token's slots: `acc = acc + al.summand(al.load(y[s]...), 0)`). Returns `x`."""
+    v = _tile_value(x, "summand")
+    tracer.state().emit(Summand(tracer.point("summand"), v, int(entry)))
+    return x
+
+
+def rows_for(x: Any, index: Any, source: Callable[[Expr], Any]) -> Any:
+    """Ghost: row r of `x` is the result for row `index[r]` of a scatter, computed from
+    source row `source(index[r])` (`al.rows_for(act, slots, lambda s: s // topk)`). The
+    verifier asserts x's row coordinate is that source row, then relabels it `index[r]`,
+    so a store through `h1.rows(slots)` must land exactly there. Returns `x`."""
+    v = _tile_value(x, "rows_for")
+    target = at(index, 0)
+    src = source(target)
+    if not isinstance(src, int | Expr):
+        raise tracer.fail(f"rows_for: source must return an index expression, got {src!r}")
+    tracer.state().emit(
+        RowsFor(tracer.point("rows_for"), v, _tile_value(index, "rows_for"), as_expr(src), target)
+    )
+    return x
+
+
 __all__ = [
     "COORD",
+    "at",
+    "contract",
+    "expect",
+    "read",
+    "rows_for",
+    "summand",
     "assert_contraction",
     "assert_tag",
     "assert_tag_eq",

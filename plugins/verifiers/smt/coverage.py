@@ -72,7 +72,11 @@ def check_store(it, op, shape, coords, dims, mask, inside, val, atomic: bool) ->
     )
     if f is not None and f.status == "violated":
         _confirm_unwritten(it, f, op, shape, coords, mask)
-    _tile_grid(it, op, shape, coords, dims, atomic)
+    from argus_plugins.verifiers.smt import data  # a scatter through an index tile
+
+    if not data.scatter_grid(it, op, shape, coords, dims, atomic):
+        _tile_grid(it, op, shape, coords, dims, atomic)
+    data.check_factors(it, op, shape, coords, mask, val, atomic)
     contribs = [c for c in val.contrib if isinstance(c, Contribution)]
     if contribs and not val.window:  # an assert_contraction already proved its window
         _contraction(it, op, shape, coords, mask, contribs, atomic)

@@ -116,6 +116,9 @@ class Interpreter:
         self.chk = checker
         self.state: dict[int, AVal] = {}
         self.loops: list[Loop] = []
+        from argus_plugins.verifiers.smt import data
+
+        data.bind(self)
 
     # ------------------------------------------------------------------------ helpers
     def shape_of(self, shape, point: ProgramPoint) -> tuple[int, ...]:
@@ -132,12 +135,15 @@ class Interpreter:
             self.op(op)
 
     def op(self, op: Op) -> None:
-        handler = getattr(self, "_" + type(op).__name__.lower(), None)
+        from argus_plugins.verifiers.smt import data  # data-dependent values (MoE)
+
+        handler = getattr(self, "_" + type(op).__name__.lower(), None) or data.handler(self, op)
         if handler is None:
             raise ValueError(
                 f"{op.point}: the smt verifier has no transfer function for op {op.kind!r}"
             )
         handler(op)
+        data.track(self, op)
 
     # ------------------------------------------------------------------------ scalars
     def _let(self, op: Let) -> None:
@@ -271,6 +277,12 @@ class Interpreter:
         linear = op.fn in LINEAR
         contrib = tuple(c for x in tiles for c in x.contrib) if linear else ()
         window = linear and any(x.window for x in tiles)
+        if op.fn in ("mul", "div") and not self.loops:
+            from argus_plugins.verifiers.smt import data  # a product of finished sums
+
+            groups = data.factors(tiles)
+            if groups is not None:  # each factor is checked on its own at the store
+                contrib, window = groups, False
         self.state[op.out.id] = AVal(shape, tags, land(*[x.valid for x in tiles]), contrib, window)
 
     def _where(self, op: Elementwise, shape: tuple[int, ...]) -> None:

@@ -119,6 +119,10 @@ def counterexample(
         cex["scalars"] = scalars
     for k, v in (extra or {}).items():
         cex[k] = v(q, m) if callable(v) else v
+    if getattr(ctx, "data", None):  # the data reads (routing) the counterexample rests on
+        from argus_plugins.verifiers.smt.data import model_values
+
+        cex["data"] = model_values(q, m)
     cex["text"] = render(cex)
     return cex
 

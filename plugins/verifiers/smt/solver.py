@@ -126,6 +126,10 @@ class Context:
         substituted."""
         if not isinstance(e, Expr):
             return e
+        if getattr(self, "data", None):  # elements of index tiles -> their values
+            from argus_plugins.verifiers.smt.data import resolve
+
+            e = resolve(self, e)
         if self.quotients:
             e = rewrite(e, lambda x: self.quotients.get(x, x))
         return e.subs(self.subst) if isinstance(e, Expr) else e
@@ -301,6 +305,8 @@ class Query:
     def _make(self, name: str):
         if name in self.overrides:
             return self.z(self.overrides[name])
+        if name.startswith("@"):  # a data read: an uninterpreted function (data.py)
+            return self.ctx.data.term(self, name)
         base, suffix = split_suffix(name)
         ctx = self.ctx
         if base in ctx.components or (base == PROGRAM_ID and ctx.components):
@@ -346,8 +352,11 @@ class Query:
         formula = violation if isinstance(violation, z3.ExprRef) else self.zb(violation)
         t0 = time.perf_counter()
         pres = [self.zb(p) for p in ctx.assumptions]
+        contracts, opaque = [], []
+        if getattr(ctx, "data", None) and not isinstance(violation, z3.ExprRef):
+            contracts, opaque = ctx.data.instances(self, [violation, *ctx.assumptions])
         s = z3.Solver()
-        s.add(*self.domain, *pres)
+        s.add(*self.domain, *pres, *contracts)
         s.add(formula)
         r = z3.unknown
         small = [self.vars[n] <= ctx.small_extent for n in ctx.shapes if n in self.vars]
@@ -368,6 +377,8 @@ class Query:
         out = Outcome("unknown", query=self, note=s.reason_unknown() if r == z3.unknown else "")
         if r == z3.unsat:
             out.status = "proved"
+        elif r == z3.sat and opaque:  # the model may rest on a value not modelled
+            out.note = "the counterexample depends on values not modelled: " + "; ".join(opaque)
         elif r == z3.sat:
             out.status, out.model = "violated", model
         ctx.seconds += time.perf_counter() - t0
