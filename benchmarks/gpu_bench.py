@@ -339,9 +339,14 @@ def main() -> int:
         return 2
     props = torch.cuda.get_device_properties(0)
     l2 = int(getattr(props, "L2_cache_size", 50 << 20))
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-    ).stdout.strip() or os.environ.get("ARGUS_COMMIT", "unknown")
+    # the device machine gets the working tree without .git: pass ARGUS_COMMIT from here
+    commit = (
+        os.environ.get("ARGUS_COMMIT")
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip()
+        or "unknown"
+    )
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "device": props.name,
