@@ -1,0 +1,29 @@
+"""The GPU benchmark's CPU dry run: every case traced and lowered, one policy per family
+cross-compiled for sm_90 (the harness checked without a GPU)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).parents[2]
+
+
+def test_dry_run_checks_every_case(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_bench.py"), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    out = proc.stdout
+    assert "dry run: 18 cases checked" in out
+    for family in ("gemm/gemm", "attention/attention", "moe/moe_up", "moe/moe_align"):
+        assert f"compiled {family} for sm_90" in out
+    assert "skinny 16x14336x4096" in out and "Mixtral decode T16" in out
