@@ -45,15 +45,23 @@ class Stages:
     registry: Registry
     cfg: DictConfig
 
+    backend_cfg: Any = None  # the chosen backend's config (backend=auto picks one)
+
     @classmethod
     def from_config(cls, cfg: DictConfig, registry: Registry) -> Stages:
+        backend = registry.get("backend", cfg.backend.name)
+        backend_cfg: Any = cfg.backend
+        if hasattr(backend, "resolve"):  # backend=auto: the GPU present, else the CPU default
+            backend, grid = backend.resolve(registry, cfg.backend)
+            backend_cfg = {"name": backend.name, "policy_grid": grid}
         return cls(
             family=_with_source(registry.get("kernel", cfg.kernel.name), cfg.kernel.get("source")),
             dsl=registry.get("dsl", cfg.dsl.name),
             verifier=registry.get("verifier", cfg.verifier.name),
-            backend=registry.get("backend", cfg.backend.name),
+            backend=backend,
             registry=registry,
             cfg=cfg,
+            backend_cfg=backend_cfg,
         )
 
     # ------------------------------------------------------------------------ stages
@@ -343,7 +351,7 @@ def run(cfg: DictConfig) -> int:
     info = RunInfo(
         run_id=uuid.uuid4().hex[:12],
         kernel=cfg.kernel.name,
-        backend=cfg.backend.name,
+        backend=stages.backend.name,
         planner=cfg.planner.name,
         config=resolved,  # type: ignore[arg-type]
         output_dir=run_dir,
@@ -357,7 +365,7 @@ def run(cfg: DictConfig) -> int:
             "family": stages.family,
             "backend": stages.backend,
             "kernel_cfg": cfg.kernel,
-            "backend_cfg": cfg.backend,
+            "backend_cfg": stages.backend_cfg,
             "seed": int(cfg.seed),
             "budget": int(cfg.budget),
         },
@@ -392,7 +400,7 @@ def run(cfg: DictConfig) -> int:
 
     estimated = any(r.timing is not None and r.timing.estimated for r in results)
     print(
-        f"\nargus: kernel={cfg.kernel.name} backend={cfg.backend.name} planner={cfg.planner.name} "
+        f"\nargus: kernel={cfg.kernel.name} backend={stages.backend.name} planner={cfg.planner.name} "
         f"verifier={cfg.verifier.name} candidates={len(results)}"
     )
     print(render_table(results, estimated=estimated))

@@ -26,6 +26,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "argus_plugins.backends.mi300x",
     "argus_plugins.backends.interpret",
     "argus_plugins.backends.hopper",
+    "argus_plugins.backends.auto",
     "argus_plugins.planners.baseline",
     "argus_core.llm",
 )

@@ -159,7 +159,7 @@ def test_plugin_search_paths_add_options(extra_conf: str):
     cfg = compose(["+kernel=gemm", "backend=extra"], [extra_conf])
     assert cfg.backend.name == "extra" and cfg.backend.policy_grid.num_warps == [2]
     with pytest.raises(
-        ConfigError, match=r"unknown backend 'nope'; valid choices: badtype, extra, interpret"
+        ConfigError, match=r"unknown backend 'nope'; valid choices: auto, badtype, extra, h100"
     ):
         compose(["backend=nope"], [extra_conf])
 

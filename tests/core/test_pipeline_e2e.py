@@ -129,3 +129,11 @@ def test_attention_and_moe_run_end_to_end_on_the_cpu_defaults(tmp_path, run_argu
     assert r["correctness"]["ok"] and len(r["correctness"]["shapes"]) >= 3
     assert r["compile"]["mma_count"] > 0 and r["compile"]["spills"] == 0
     assert "est. ms*" in proc.stdout
+
+
+def test_backend_auto_without_a_gpu_falls_back_to_the_cpu_defaults(tmp_path, run_argus):
+    proc = run_argus("+kernel=gemm", "backend=auto", "budget=1", "tracking=none", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "backend=mi300x" in proc.stdout and "est. ms*" in proc.stdout
+    (r,) = json.loads(next(Path(tmp_path, ".argus", "runs").glob("*/results.json")).read_text())
+    assert r["compile"]["target"] == "hip:gfx942" and r["correctness"]["runner"] == "interpret"
