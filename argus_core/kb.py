@@ -1,0 +1,675 @@
+"""The knowledge base of optimization techniques: `kb/<id>.md`, loaded, validated, queried.
+
+An entry is YAML front matter (the fields of `Technique`, schema in `docs/kb.md`) followed
+by Markdown prose. Loading validates every entry against a `Vocabulary`: the kernel
+families' tiles and shape symbols (`conf/kernel/*.yaml`) and the targets' policy spaces
+(the registered backends), so an entry can only name options that exist. Planners call
+`load()` once and then `query(family=..., target=..., kind=...)`. No network, no LLM.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from argus_core.errors import ArgusError, choices_error
+
+FAMILIES = ("gemm", "attention", "moe")
+TARGETS = ("mi300x", "hopper")
+ANY = "any"
+KINDS = ("policy", "rewrite")
+STATUSES = ("ready", "planned")  # ready: Argus's DSL and backends express it today
+REQUIRED = (
+    "id",
+    "title",
+    "families",
+    "targets",
+    "preconditions",
+    "action",
+    "invariants",
+    "effect",
+    "hurts",
+    "references",
+)
+OPTIONAL = ("topics", "status")
+
+# A backend (config option `backend=`) and the KB target whose techniques apply to it;
+# None: only the target-independent (`any`) techniques.
+TARGET_OF_BACKEND: dict[str, str | None] = {
+    "mi300x": "mi300x",
+    "h100": "hopper",
+    "h200": "hopper",
+    "interpret": None,
+}
+
+# What may guard a technique: the smt verifier's assertions (docs/verifier.md), plus the
+# backend and evaluator checks that catch what the verifier does not model.
+INVARIANTS: dict[str, str] = {
+    "bounds": "every unmasked access inside its tensor",
+    "layout": "offsets equal the tensor's true layout at the element's coordinates",
+    "elementwise_tag": "operands of an elementwise op agree on their tags",
+    "dot_contract": "a dot pairs a's column coordinate with b's row coordinate",
+    "dot_operand": "a dot's row/column tags do not vary along k",
+    "dot_acc": "a dot's accumulator carries the product's tag",
+    "reduce_bounds": "reductions see only coordinates inside the tensor",
+    "loop_invariant": "loop-carried tags hold inductively",
+    "assert_tag": "a user predicate over tags holds where valid",
+    "assert_tag_eq": "two tiles' tags agree",
+    "rows_for": "a relabelled row is the result for its scatter row",
+    "contraction_window": "every contribution lies in the stated window",
+    "contraction_once": "no contracted coordinate summed twice per output element",
+    "contraction_start": "the first contracted coordinate is summed",
+    "contraction_gap": "no contracted coordinate skipped",
+    "store_tag": "each element lands where its tag says",
+    "store_once": "each output element written by one (program, element)",
+    "store_cover": "the store's mask drops nothing inside the output",
+    "store_disjoint": "scattered rows of different programs do not overlap",
+    "store_tile": "each program writes an aligned tile",
+    "store_tile_range": "each program's tile lies inside the tile grid",
+    "store_grid": "the grid has as many programs as output tiles",
+    "shared_capacity": "backend: the policy's LDS/shared-memory estimate fits the target",
+    "bank_conflicts": "argus_core.layout.swizzle.bank_conflicts of the shared layout (a metric)",
+    "register_spills": "compile report: no spills or scratch after the change",
+    "reference_check": "evaluator: outputs match the PyTorch reference within tolerance",
+}
+
+# The DSL rewrites a `rewrite` action may name; planners implement them on the DSL source.
+REWRITES: dict[str, str] = {
+    "split_k": "cut the K loop into SPLIT ranges (al.split_range), sum with al.atomic_add",
+    "stream_k": "split the flat (tile, k-iteration) space evenly over persistent programs",
+    "persistent": "launch about one program per SM/CU and loop over output tiles",
+    "xcd_remap": "remap program ids so neighbouring tiles run on one MI300X XCD",
+    "smem_pad": "pad the inner extent of a shared buffer by a few elements",
+    "smem_swizzle": "XOR-swizzle a shared buffer's 16-byte chunks by row (al.swizzle)",
+    "buffer_ops": "32-bit offsets from a base pointer, lowered to AMD buffer loads/stores",
+    "sched_hints": "instruction-scheduling hints around the main loop (sched_group_barrier)",
+    "tma_loads": "load tiles with Hopper TMA tensor descriptors into shared memory",
+    "warp_specialize": "producer warps issue loads, consumer warpgroups compute",
+    "causal_block_skip": "never visit key blocks wholly after the query block's last key",
+    "causal_diagonal_mask": "apply the causal mask only on the blocks the diagonal crosses",
+    "exp2_fold_scale": "softmax in base 2 with scale*log2(e) folded into one multiply",
+    "gqa_pack": "one program serves all query heads of a KV head, K/V read once",
+    "split_kv": "decode attention split over key blocks, partials merged by their lse",
+    "moe_permute_rows": "gather each expert's rows contiguously before the grouped GEMM",
+    "fuse_gate_up": "gate and up projections in one kernel, SiLU(gate)*up in registers",
+}
+
+
+class KBError(ArgusError):
+    """A malformed knowledge-base entry, or a query naming something that does not exist.
+
+    `file` and `field` name the entry and the front-matter field that is wrong."""
+
+    def __init__(self, message: str, file: str | Path | None = None, field: str | None = None):
+        self.file, self.field = (str(file) if file else None), field
+        where = " ".join(
+            x for x in (str(file) if file else "", f"field {field!r}" if field else "") if x
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+# ------------------------------------------------------------------------ preconditions
+
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+}
+_NODES = (ast.Expression, ast.Compare, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not)
+_NODES += (ast.USub, ast.BinOp, ast.Name, ast.Load, ast.Constant, *_BINOPS, *_CMPOPS)
+
+
+def parse_condition(text: str) -> ast.Expression | None:
+    """The expression tree if `text` is a machine-checkable condition (a comparison or a
+    boolean combination of comparisons over names and integers, `and`/`or`/`not`), else
+    None: the text is prose for the reader (and the LLM), never evaluated."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError:
+        return None
+    if not isinstance(tree.body, (ast.Compare, ast.BoolOp)):
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, _NODES):
+            return None
+        if isinstance(node, ast.Constant) and not isinstance(node.value, int):
+            return None
+    return tree
+
+
+def condition_names(tree: ast.Expression) -> set[str]:
+    """The names a parsed condition reads."""
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def eval_condition(tree: ast.Expression, values: Mapping[str, int]) -> bool | None:
+    """The condition's truth for `values`; None when it reads a name `values` lacks."""
+
+    def ev(node: ast.AST) -> Any:
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            if node.id not in values:
+                raise KeyError(node.id)
+            return values[node.id]
+        if isinstance(node, ast.UnaryOp):
+            v = ev(node.operand)
+            return (not v) if isinstance(node.op, ast.Not) else -v
+        if isinstance(node, ast.BinOp):
+            return _BINOPS[type(node.op)](ev(node.left), ev(node.right))
+        if isinstance(node, ast.BoolOp):
+            vals = [ev(v) for v in node.values]
+            return all(vals) if isinstance(node.op, ast.And) else any(vals)
+        assert isinstance(node, ast.Compare)
+        left = ev(node.left)
+        for op, comp in zip(node.ops, node.comparators):
+            right = ev(comp)
+            if not _CMPOPS[type(op)](left, right):
+                return False
+            left = right
+        return True
+
+    try:
+        return bool(ev(tree))
+    except KeyError:
+        return None
+    except ZeroDivisionError:
+        return False
+
+
+# --------------------------------------------------------------------------- vocabulary
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What entries may name: per family its tile constants and shape symbols, per target
+    its compiler options and their valid values."""
+
+    tiles: Mapping[str, frozenset[str]]
+    shapes: Mapping[str, frozenset[str]]
+    policy_spaces: Mapping[str, Mapping[str, tuple[Any, ...]]]
+
+    @classmethod
+    def discover(cls) -> Vocabulary:
+        """Tiles and shapes from `conf/kernel/<family>.yaml`; policy spaces from the
+        registered backends (`argus_register_backends`), grouped by KB target."""
+        import argus_conf
+        from argus_core.plugin_manager import Registry, default_plugin_manager
+
+        tiles: dict[str, frozenset[str]] = {}
+        shapes: dict[str, frozenset[str]] = {}
+        for fam in FAMILIES:
+            path = Path(argus_conf.__file__).parent / "kernel" / f"{fam}.yaml"
+            cfg = yaml.safe_load(path.read_text()) or {}
+            tiles[fam] = frozenset(cfg.get("tiles", {}))
+            shapes[fam] = frozenset(cfg.get("shape", {}))
+        spaces: dict[str, dict[str, tuple[Any, ...]]] = {t: {} for t in TARGETS}
+        for name, backend in Registry(default_plugin_manager()).all("backend").items():
+            target = TARGET_OF_BACKEND.get(name)
+            if target is None or not hasattr(backend, "policy_space"):
+                continue
+            for opt, vals in backend.policy_space().items():
+                merged = spaces[target].get(opt, ()) + tuple(vals)
+                spaces[target][opt] = tuple(dict.fromkeys(merged))
+        return cls(tiles, shapes, spaces)
+
+
+# --------------------------------------------------------------------------- techniques
+
+
+@dataclass(frozen=True)
+class Reference:
+    title: str
+    url: str | None = None
+
+
+@dataclass(frozen=True)
+class Action:
+    """What applying a technique does. `policy`: candidate values per tile constant
+    (`tiles`) and per compiler option (`compiler`), to use when `when` holds (None:
+    always). `rewrite`: the DSL rewrite's name and its parameters (value lists)."""
+
+    kind: str
+    tiles: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    compiler: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    when: str | None = None
+    rewrite: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.kind == "rewrite":
+            return {"kind": "rewrite", "rewrite": self.rewrite, **dict(self.params)}
+        d: dict[str, Any] = {
+            "kind": "policy",
+            "set": {k: list(v) for k, v in {**self.tiles, **self.compiler}.items()},
+        }
+        if self.when:
+            d["when"] = self.when
+        return d
+
+
+@dataclass(frozen=True)
+class Technique:
+    """One knowledge-base entry: its front matter, validated, and its prose (`body`)."""
+
+    id: str
+    title: str
+    families: tuple[str, ...]
+    targets: tuple[str, ...]
+    preconditions: tuple[str, ...]
+    action: Action
+    invariants: tuple[str, ...]
+    effect: str
+    hurts: str
+    references: tuple[Reference, ...]
+    topics: tuple[str, ...] = ()
+    status: str = "ready"
+    body: str = ""
+    path: str = ""
+
+    @property
+    def kind(self) -> str:
+        return self.action.kind
+
+    def checkable_preconditions(self) -> list[str]:
+        """The preconditions that are machine-checkable conditions (the rest are prose)."""
+        return [p for p in self.preconditions if parse_condition(p) is not None]
+
+    def applies(self, values: Mapping[str, int]) -> bool:
+        """False only when a checkable precondition is false for `values` (shape symbols,
+        tiles, options); prose and conditions over names `values` lacks do not exclude."""
+        for p in self.checkable_preconditions():
+            tree = parse_condition(p)
+            assert tree is not None
+            if eval_condition(tree, values) is False:
+                return False
+        return True
+
+    def summary(self) -> str:
+        """One line for a planner's prompt: id, title, action, effect."""
+        act = self.action
+        if act.kind == "rewrite":
+            what = f"rewrite {act.rewrite}" + (f" {dict(act.params)}" if act.params else "")
+        else:
+            sets = {k: list(v) for k, v in {**act.tiles, **act.compiler}.items()}
+            what = f"policy {sets}" + (f" when {act.when}" if act.when else "")
+        return f"{self.id}: {self.title} [{what}] -> {self.effect}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "families": list(self.families),
+            "targets": list(self.targets),
+            "preconditions": list(self.preconditions),
+            "action": self.action.to_dict(),
+            "invariants": list(self.invariants),
+            "effect": self.effect,
+            "hurts": self.hurts,
+            "references": [
+                {"title": r.title, **({"url": r.url} if r.url else {})} for r in self.references
+            ],
+            "topics": list(self.topics),
+            "status": self.status,
+        }
+
+
+class KnowledgeBase:
+    """The loaded entries, by id; queried by family, target, kind, topic and status."""
+
+    def __init__(self, techniques: Iterable[Technique]):
+        self._by_id = {t.id: t for t in sorted(techniques, key=lambda t: t.id)}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def __iter__(self):
+        return iter(self._by_id.values())
+
+    def ids(self) -> list[str]:
+        """Every entry's id, sorted."""
+        return list(self._by_id)
+
+    def get(self, id: str) -> Technique:  # noqa: A002  (the entry's field is named id)
+        """The entry `id`; KBError listing the known ids if there is none."""
+        if id not in self._by_id:
+            raise KBError(choices_error("technique", id, self._by_id))
+        return self._by_id[id]
+
+    def topics(self) -> set[str]:
+        return {topic for t in self for topic in t.topics}
+
+    def query(
+        self,
+        family: str | None = None,
+        target: str | None = None,
+        kind: str | None = None,
+        *,
+        topic: str | None = None,
+        status: str | None = None,
+        shape: Mapping[str, int] | None = None,
+    ) -> list[Technique]:
+        """Entries that apply to `family` (its own or `any`) on `target` (a KB target or a
+        backend name such as `h200`; its own or `any`), of action `kind`, with `topic`
+        and `status`, whose checkable preconditions do not fail for `shape`. None: no
+        filter. Sorted by id. An unknown family, target, kind or status is a KBError."""
+        _check_choice("family", family, FAMILIES)
+        _check_choice("kind", kind, KINDS)
+        _check_choice("status", status, STATUSES)
+        want_target: str | None = None
+        if target is not None:
+            if target in TARGETS:
+                want_target = target
+            elif target in TARGET_OF_BACKEND:
+                want_target = TARGET_OF_BACKEND[target] or ANY
+            else:
+                raise KBError(choices_error("target", target, (*TARGETS, *TARGET_OF_BACKEND)))
+        out = []
+        for t in self:
+            if family and family not in t.families and ANY not in t.families:
+                continue
+            if want_target and want_target not in t.targets and ANY not in t.targets:
+                continue
+            if kind and t.kind != kind:
+                continue
+            if topic and topic not in t.topics:
+                continue
+            if status and t.status != status:
+                continue
+            if shape is not None and not t.applies(shape):
+                continue
+            out.append(t)
+        return out
+
+
+def _check_choice(kind: str, value: str | None, valid: Sequence[str]) -> None:
+    if value is not None and value not in valid:
+        raise KBError(choices_error(kind, value, valid))
+
+
+# ------------------------------------------------------------------------------ loading
+
+_FRONT = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*\n?(.*)\Z", re.S)
+
+
+def default_paths() -> list[Path]:
+    """`ARGUS_KB_PATH` (folders separated by os.pathsep) if set, else the repository's
+    `kb/` folder beside the `argus_core` package."""
+    env = os.environ.get("ARGUS_KB_PATH")
+    if env:
+        return [Path(p) for p in env.split(os.pathsep) if p]
+    return [Path(__file__).resolve().parent.parent / "kb"]
+
+
+def load(
+    path: str | Path | Sequence[str | Path] | None = None, vocab: Vocabulary | None = None
+) -> KnowledgeBase:
+    """Every `*.md` entry of the folder(s) `path` (default: `default_paths()`), validated
+    against `vocab` (default: `Vocabulary.discover()`). The first malformed entry raises a
+    KBError naming its file and field; two entries with one id are an error too."""
+    if path is None:
+        folders = default_paths()
+    elif isinstance(path, (str, Path)):
+        folders = [Path(path)]
+    else:
+        folders = [Path(p) for p in path]
+    vocab = vocab or Vocabulary.discover()
+    seen: dict[str, Technique] = {}
+    for folder in folders:
+        if not folder.is_dir():
+            raise KBError(f"knowledge-base folder {str(folder)!r} does not exist")
+        for file in sorted(folder.glob("*.md")):
+            tech = parse_entry(file, vocab)
+            if tech.id in seen:
+                raise KBError(f"id {tech.id!r} is also defined in {seen[tech.id].path}", file, "id")
+            seen[tech.id] = tech
+    return KnowledgeBase(seen.values())
+
+
+def parse_entry(file: str | Path, vocab: Vocabulary) -> Technique:
+    """One entry file, validated; KBError naming the file and the field otherwise."""
+    file = Path(file)
+    m = _FRONT.match(file.read_text(encoding="utf-8"))
+    if not m:
+        raise KBError(
+            "no YAML front matter: the file must start with a '---' line and "
+            "close the front matter with another '---' line",
+            file,
+            "front matter",
+        )
+    try:
+        meta = yaml.safe_load(m.group(1))
+    except yaml.YAMLError as exc:
+        raise KBError(f"bad YAML: {exc}", file, "front matter") from None
+    if not isinstance(meta, dict):
+        raise KBError(
+            f"front matter must be a mapping, got {type(meta).__name__}", file, "front matter"
+        )
+    return _Validator(file, meta, vocab).technique(m.group(2).strip())
+
+
+class _Validator:
+    """Checks one entry's front matter field by field; every error names the field."""
+
+    def __init__(self, file: Path, meta: dict[str, Any], vocab: Vocabulary):
+        self.file, self.meta, self.vocab = file, meta, vocab
+
+    def fail(self, fld: str, message: str) -> KBError:
+        return KBError(message, self.file, fld)
+
+    def technique(self, body: str) -> Technique:
+        missing = [f for f in REQUIRED if f not in self.meta]
+        if missing:
+            raise self.fail(missing[0], "missing required field")
+        unknown = sorted(set(self.meta) - set(REQUIRED) - set(OPTIONAL))
+        if unknown:
+            raise self.fail(unknown[0], choices_error("field", unknown[0], REQUIRED + OPTIONAL))
+        tid = self.text("id")
+        if tid != self.file.stem:
+            raise self.fail("id", f"id {tid!r} must equal the file name's stem {self.file.stem!r}")
+        families = self.choices("families", FAMILIES)
+        targets = self.choices("targets", TARGETS)
+        if not body:
+            raise self.fail("body", "the entry has no prose after the front matter")
+        return Technique(
+            id=tid,
+            title=self.text("title"),
+            families=families,
+            targets=targets,
+            preconditions=self.preconditions(families, targets),
+            action=self.action(families, targets),
+            invariants=self.choices("invariants", tuple(INVARIANTS), allow_any=False),
+            effect=self.text("effect"),
+            hurts=self.text("hurts"),
+            references=self.references(),
+            topics=self.strings("topics", required=False),
+            status=self.status(),
+            body=body,
+            path=str(self.file),
+        )
+
+    def text(self, fld: str) -> str:
+        v = self.meta.get(fld)
+        if not isinstance(v, str) or not v.strip():
+            raise self.fail(fld, f"must be a non-empty string, got {v!r}")
+        return v.strip()
+
+    def strings(self, fld: str, required: bool = True) -> tuple[str, ...]:
+        v = self.meta.get(fld, [] if not required else None)
+        if not isinstance(v, list) or not all(isinstance(x, str) and x.strip() for x in v):
+            raise self.fail(fld, f"must be a list of non-empty strings, got {v!r}")
+        if required and not v:
+            raise self.fail(fld, "must list at least one item")
+        return tuple(x.strip() for x in v)
+
+    def choices(self, fld: str, valid: Sequence[str], allow_any: bool = True) -> tuple[str, ...]:
+        items = self.strings(fld)
+        allowed = (*valid, ANY) if allow_any else tuple(valid)
+        for x in items:
+            if x not in allowed:
+                raise self.fail(fld, choices_error(fld.rstrip("s"), x, allowed))
+        if ANY in items and len(items) > 1:
+            raise self.fail(fld, f"'any' stands alone, got {list(items)}")
+        return items
+
+    def status(self) -> str:
+        v = self.meta.get("status", "ready")
+        if v not in STATUSES:
+            raise self.fail("status", choices_error("status", v, STATUSES))
+        return v
+
+    # names a condition may read: the families' shape symbols and tiles, the targets' options
+    def names(self, families: tuple[str, ...], targets: tuple[str, ...]) -> set[str]:
+        fams = FAMILIES if ANY in families else families
+        tgts = TARGETS if ANY in targets else targets
+        out: set[str] = set()
+        for f in fams:
+            out |= set(self.vocab.shapes.get(f, ())) | set(self.vocab.tiles.get(f, ()))
+        for t in tgts:
+            out |= set(self.vocab.policy_spaces.get(t, {}))
+        return out
+
+    def condition(self, fld: str, text: str, names: set[str]) -> None:
+        tree = parse_condition(text)
+        if tree is None:
+            return
+        bad = sorted(condition_names(tree) - names)
+        if bad:
+            raise self.fail(
+                fld,
+                f"condition {text!r} reads {bad}, which these families and targets lack; "
+                f"valid names: {', '.join(sorted(names))}",
+            )
+
+    def preconditions(self, families: tuple[str, ...], targets: tuple[str, ...]) -> tuple[str, ...]:
+        v = self.meta.get("preconditions")
+        if v == []:
+            return ()
+        items = self.strings("preconditions")
+        names = self.names(families, targets)
+        for p in items:
+            self.condition("preconditions", p, names)
+        return items
+
+    def references(self) -> tuple[Reference, ...]:
+        v = self.meta.get("references")
+        if not isinstance(v, list) or not v:
+            raise self.fail("references", f"must be a non-empty list, got {v!r}")
+        out = []
+        for r in v:
+            if isinstance(r, str) and r.strip():
+                out.append(Reference(r.strip()))
+            elif (
+                isinstance(r, dict)
+                and isinstance(r.get("title"), str)
+                and set(r) <= {"title", "url"}
+            ):
+                url = r.get("url")
+                if url is not None and not (
+                    isinstance(url, str) and url.startswith(("https://", "http://"))
+                ):
+                    raise self.fail(
+                        "references", f"url must start with https:// or http://, got {url!r}"
+                    )
+                out.append(Reference(r["title"].strip(), url))
+            else:
+                raise self.fail("references", f"each item is a title or {{title, url}}, got {r!r}")
+        return tuple(out)
+
+    def action(self, families: tuple[str, ...], targets: tuple[str, ...]) -> Action:
+        a = self.meta.get("action")
+        if not isinstance(a, dict):
+            raise self.fail("action", f"must be a mapping with a 'kind', got {a!r}")
+        kind = a.get("kind")
+        if kind not in KINDS:
+            raise self.fail("action.kind", choices_error("action kind", kind, KINDS))
+        if kind == "rewrite":
+            return self.rewrite(a)
+        return self.policy(a, families, targets)
+
+    def rewrite(self, a: dict[str, Any]) -> Action:
+        name = a.get("rewrite")
+        if name not in REWRITES:
+            raise self.fail("action.rewrite", choices_error("rewrite", name, REWRITES))
+        params = {k: v for k, v in a.items() if k not in ("kind", "rewrite")}
+        for k, v in params.items():
+            vals = v if isinstance(v, list) else [v]
+            if not vals or not all(isinstance(x, (int, str)) for x in vals):
+                raise self.fail(
+                    f"action.{k}",
+                    f"a rewrite parameter is a value or a list of ints/strings, got {v!r}",
+                )
+        return Action("rewrite", rewrite=name, params=params)
+
+    def policy(
+        self, a: dict[str, Any], families: tuple[str, ...], targets: tuple[str, ...]
+    ) -> Action:
+        extra = sorted(set(a) - {"kind", "set", "when"})
+        if extra:
+            raise self.fail(
+                f"action.{extra[0]}",
+                choices_error("policy action key", extra[0], ("kind", "set", "when")),
+            )
+        sets = a.get("set")
+        if not isinstance(sets, dict) or not sets:
+            raise self.fail("action.set", f"must map options or tiles to value lists, got {sets!r}")
+        fams = FAMILIES if ANY in families else families
+        tgts = TARGETS if ANY in targets else targets
+        tiles: dict[str, tuple[Any, ...]] = {}
+        compiler: dict[str, tuple[Any, ...]] = {}
+        for opt, vals in sets.items():
+            fld = f"action.set.{opt}"
+            vals = vals if isinstance(vals, list) else [vals]
+            if not vals:
+                raise self.fail(fld, "needs at least one value")
+            if all(opt in self.vocab.tiles.get(f, ()) for f in fams):
+                if not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in vals):
+                    raise self.fail(fld, f"tile values must be positive ints, got {vals}")
+                tiles[opt] = tuple(vals)
+                continue
+            for t in tgts:
+                space = self.vocab.policy_spaces.get(t, {})
+                if opt not in space:
+                    tile_names = sorted(
+                        set.intersection(*(set(self.vocab.tiles.get(f, ())) for f in fams))
+                    )
+                    raise self.fail(
+                        fld,
+                        f"{opt!r} is neither a tile of {'/'.join(fams)} ({', '.join(tile_names)}) "
+                        f"nor an option of target {t} ({', '.join(space)})",
+                    )
+                bad = [x for x in vals if x not in space[opt]]
+                if bad:
+                    raise self.fail(
+                        fld, f"values {bad} outside target {t}'s {opt} choices {list(space[opt])}"
+                    )
+            compiler[opt] = tuple(vals)
+        when = a.get("when")
+        if when is not None:
+            if not isinstance(when, str) or parse_condition(when) is None:
+                raise self.fail(
+                    "action.when", f"must be a checkable condition such as 'M <= 128', got {when!r}"
+                )
+            self.condition("action.when", when, self.names(families, targets))
+        return Action("policy", tiles=tiles, compiler=compiler, when=when)
