@@ -45,7 +45,7 @@ def moe_route(logits: al.Tensor["T", "E"], ids: al.Tensor["T", "K"], wts: al.Ten
 @al.kernel
 def moe_align(ids: al.Tensor["SLOTS"], sorted_ids: al.Tensor["CAP"], block_expert: al.Tensor["NB"],
               num_experts: al.i32, BM: al.constexpr, BS: al.constexpr, BE: al.constexpr):
-    (ex,) = al.program_ids((num_experts,))
+    (ex,) = alignment_input(al.program_ids((num_experts,)), num_experts, BE)
     (i,) = al.indices((BS,))
     (j,) = al.indices((BE,))
     counts = al.zeros((BE,), al.i32)  # slots routed to each expert
@@ -62,7 +62,7 @@ def moe_align(ids: al.Tensor["SLOTS"], sorted_ids: al.Tensor["CAP"], block_exper
         mine = chunk2.eq(ex).to(al.i32)
         pos = base + run + al.cumsum(mine, 0) - 1
         slot = al.zeros((BS,), al.i32) + (c2 * BS + i)
-        al.store(sorted_ids.rows(pos), slot, mask=mine.ne(0))
+        al.store(sorted_ids.rows(pos), slot, mask=lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM).ne(0))
         run = run + al.sum(mine, 0)[None]
     (p,) = al.indices((BM,))
     pad = al.zeros((BM,), al.i32) + p
@@ -158,6 +158,29 @@ def routing_contract(slots, sorted_ids, block_expert, n_slots, experts, BM, *req
     al.contract(lambda b: (al.read(block_expert, b) >= -1) & (al.read(block_expert, b) < experts),
                 block_expert.shape[0], name="blocks")
     return slots
+
+
+def alignment_input(pids, num_experts, BE):
+    """Ghost: moe_align's preconditions (one program per expert, every expert a column of
+    the count tile); returns `pids`, so the line lowers as without it."""
+    al.requires(num_experts >= 1)
+    al.requires(num_experts <= BE)
+    return pids
+
+
+def lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM):
+    """Ghost postcondition of moe_align's scatter; returns `mine`. Every slot routed to this
+    expert (mine[r] != 0) lands in a row of [base, base + mine_n) (its real rows: the
+    padding starts at base + mine_n), inside a block this program marks with its expert
+    ([base // BM, (base + mine_p) // BM), the block_expert rows it stores)."""
+    row, lo = al.at(pos), al.at(base)
+
+    def pred(_slot):
+        inside = (row >= lo) & (row < lo + al.at(mine_n))
+        marked = (row // BM >= lo // BM) & (row // BM < (lo + al.at(mine_p)) // BM)
+        return al.at(mine).eq(0) | (inside & marked)
+
+    return al.expect(mine, pred, arity=1)
 
 
 def own_expert(slots, block_expert, pb):

@@ -271,10 +271,11 @@ def read(tensor: Any, *index: IntLike) -> Expr:
 
 def at(x: Any, axis: int = 0) -> Expr:
     """Ghost: element r of the 1-D tile `x`, where r is the element index along `axis` of
-    the tile an assertion or tag speaks about (`al.at(slots)`: the slot of row r)."""
+    the tile an assertion or tag speaks about (`al.at(slots)`: the slot of row r); for a
+    0-d tile (a reduction's result, `base`), its one value."""
     v = _tile_value(x, "at")
-    if len(v.shape) != 1:
-        raise tracer.fail(f"at takes a 1-D tile, got shape {v.shape}")
+    if len(v.shape) > 1:
+        raise tracer.fail(f"at takes a 0-d or 1-D tile, got shape {v.shape}")
     return TileElem(f"%{v.id}", "data", 0, None, value=v, axis=axis)
 
 

@@ -8,10 +8,11 @@ function of the index (`DataRead`). A kernel states what it assumes of its data 
 **contracts** (`al.contract`), which every query instantiates at the reads it mentions
 (hand-made E-matching: no quantifier reaches z3).
 
-What is not modelled (a reduction or prefix sum of data, a loop-carried integer tile, a
-float division) becomes an **opaque** read, a function of (program, loop variables,
-element): sound, and a counterexample that depends on one is reported `unknown`, naming
-the op, never `violated`.
+Sums of data (a `sum` reduction, `cumsum`, a loop-carried running total) are prefix sums
+with facts (`scan.py`). What is not modelled (max/min of data, other loop-carried integer
+tiles, a float division) becomes an **opaque** read, a function of (program, loop
+variables, element): sound, and a counterexample that depends on one is reported
+`unknown`, naming the op, never `violated`.
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ from argus_core.ir import (
     lnot,
 )
 from argus_core.ir.expr import Cmp, Select
-from argus_core.ir.nodes import LoadScalar, Scan
+from argus_core.ir.nodes import LoadScalar, Reduce, Scan
 from argus_core.ir.tags import READS, Contract, DataRead, RowsFor, Summand, read
 from argus_plugins.dsl.tile.tags import COORD
+from argus_plugins.verifiers.smt import scan
 from argus_plugins.verifiers.smt.domain import AVal, Contribution, TagVal, sub
 
 OPAQUE = "%"  # reads named "%<value id>" stand for values the verifier does not model
@@ -109,6 +111,12 @@ class DataState:
                 self.contracts.append(self._contract(op))
         self.fns: dict[tuple[str, int], Any] = {}
         self.it = None  # the Interpreter, once it runs
+        self.ps: dict[str, Any] = {}  # prefix sums by name (scan.py)
+        self.ps_names: dict[str, str] = {}  # a sum's summand and range -> its name
+        self.z3cache: dict[Expr, tuple] = {}  # fact -> (z3 term, symbols it needs)
+        self.running: dict[int, IntLike] = {}  # loop results that are running sums
+        self.writes: dict[str, list] = {}  # stores so far, per tensor (scan.check_writes)
+        self.uncovered: set[str] = set()  # tensors whose coverage is reported unknown
 
     def _contract(self, op: Contract):
         pred = self.ctx.norm(op.pred)
@@ -177,8 +185,11 @@ class DataState:
         out = getattr(op, "out", None)
         if out is None:
             if isinstance(op, Loop):
-                for c in op.carried:  # a carried value after its loop: not modelled
-                    self.vals[c.result.id] = self.opaque_value(it, c.result, op, c.result.shape)
+                for c in op.carried:  # a running sum (scan.py), else not modelled
+                    val = self.running.get(c.result.id)
+                    if val is None:
+                        val = self.opaque_value(it, c.result, op, c.result.shape)
+                    self.vals[c.result.id] = val
             return
         if out.dtype.startswith("f") or out.dtype == "bf16":
             return
@@ -210,7 +221,11 @@ class DataState:
             return _sel(ctx.norm(op.mask) if op.mask is not None else 1, r, other)
         if isinstance(op, Elementwise):
             return self._elementwise(it, op, shape)
-        return None  # reductions, scans, dots: not modelled
+        if isinstance(op, Reduce):
+            return scan.reduce_value(self, it, op, shape)
+        if isinstance(op, Scan):
+            return scan.scan_value(self, it, op, shape)
+        return None  # max/min reductions, dots: not modelled
 
     def _elementwise(self, it, op: Elementwise, shape) -> IntLike | None:
         fn = op.fn
@@ -272,13 +287,16 @@ class DataState:
         seen: set[tuple] = set()
         frontier = list(roots)
         everything = list(roots)
+        if self.ps:  # prefix sums: their facts at the points the query mentions
+            out.extend(scan.facts(self, reads(list(roots))))
+            everything = list(roots) + out
         for _ in range(ROUNDS):
             rs = reads(everything)
+            new: list[Expr] = []
             args: dict[tuple[str, int], dict[str, IntLike]] = {}
             for r in rs:
                 for n, a in enumerate(r.args):
                     args.setdefault((r.tensor, n), {})[str(a)] = a
-            new: list[Expr] = []
             for c, (op, pred, exts, triggers) in enumerate(self.contracts):
                 cands = []
                 for trig in triggers:
@@ -304,9 +322,11 @@ class DataState:
             everything = new
             frontier = new
         del frontier
-        terms = [q.zb(e) for e in out]
+        terms = scan.convert(self, q, out)
         q.data_reads = [r for r in reads(list(roots)) if not r.tensor.startswith(OPAQUE)]
-        used = {r.tensor for r in reads(list(roots) + out)}
+        every = reads(list(roots) + out)
+        used = {r.tensor for r in every}
+        q.sums = scan.uses_sums(self, every)
         opaque = sorted({self.opaque[t] for t in used if t in self.opaque})
         return terms, opaque
 
@@ -347,6 +367,22 @@ def track(it, op) -> None:
     st = state(it.ctx)
     if st is not None:
         st.track(it, op)
+
+
+def loop_pass(it, op, first: bool) -> None:
+    """Hook around a loop's learning pass: carried integer tiles start as placeholders
+    (`first`), and after it a tile that grows by a summand becomes its running sum."""
+    st = state(it.ctx)
+    if st is not None:
+        (scan.loop_entry if first else scan.loop_summands)(st, it, op)
+
+
+def check_writes(it, op, shape, coords, mask) -> bool:
+    """Hook at a store: loop and cross-store write obligations (data kernels only). True
+    when the store's coordinates are computed from sums of data (its coverage is here)."""
+    if state(it.ctx) is None:
+        return False
+    return scan.check_writes(it, op, shape, coords, mask)
 
 
 def resolve(ctx, e: IntLike) -> IntLike:

@@ -233,7 +233,12 @@ class Interpreter:
                 "lands at {lhs} but its tag says {rhs}",
                 structural=same(coords, t.exprs),
             )
-        if self.chk.collect and not self.loops:
+        computed = False  # rows computed from sums of data: coverage is data.py's
+        if self.chk.collect:
+            from argus_plugins.verifiers.smt import data  # loop and cross-store writes
+
+            computed = data.check_writes(self, op, shape, coords, mask)
+        if self.chk.collect and not self.loops and not computed:
             coverage.check_store(
                 self, op, shape, coords, dims, mask, inside, val, atomic=isinstance(op, AtomicAdd)
             )
@@ -527,11 +532,15 @@ class Interpreter:
         inits = {id(c): self.state[c.init.id] for c in op.carried}
         collect = self.chk.collect
         # pass 1: guess that the carried tags do not change, to learn the body's effect
+        from argus_plugins.verifiers.smt import data  # running sums of integer tiles
+
         self.chk.collect = False
         for c in op.carried:
             self.state[c.arg.id] = replace(inits[id(c)], contrib=(markers[id(c)],))
+        data.loop_pass(self, op, first=True)
         self._body(op)
         first = {id(c): self.state[c.yielded.id] for c in op.carried}
+        data.loop_pass(self, op, first=False)
         self.chk.collect = collect
         # pass 2: the carried values at the top of iteration k, then check the body under it
         tops = {}

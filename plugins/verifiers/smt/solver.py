@@ -379,6 +379,14 @@ class Query:
             out.status = "proved"
         elif r == z3.sat and opaque:  # the model may rest on a value not modelled
             out.note = "the counterexample depends on values not modelled: " + "; ".join(opaque)
+        elif r == z3.sat and getattr(self, "sums", False) and not getattr(self, "lemma", False):
+            from argus_plugins.verifiers.smt.scan import confirm  # sums' facts are partial
+
+            model = confirm(self, model, violation, s)
+            if model is None:
+                out.note = "a model of the prefix-sum facts that their true values refute"
+            else:
+                out.status, out.model = "violated", model
         elif r == z3.sat:
             out.status, out.model = "violated", model
         ctx.seconds += time.perf_counter() - t0

@@ -1,7 +1,8 @@
 """The smt verifier on the fused MoE: the GEMM and combine kernels verify under the routing
-contract, in well under a second; the alignment kernel is `unknown` (its prefix sums are
-not modelled), never `violated`; the ghost code vanishes from the lowering; every planted
-bug is `violated` at the marked line with a counterexample whose values show the bug."""
+contract, in well under a second; the alignment kernel proves its scatter postcondition
+and that no row is written twice, and is `unknown` (never `verified`, never `violated`)
+only for row coverage; the ghost code vanishes from the lowering; every planted bug is
+`violated` at the marked line with a counterexample whose values show the bug."""
 
 from __future__ import annotations
 
@@ -12,16 +13,24 @@ import pytest
 
 from argus_core.types import Policy
 from argus_plugins.dsl.tile.frontend import TileFrontend
-from argus_plugins.verifiers.smt import SmtVerifier
+from argus_plugins.verifiers.smt import SmtVerifier, analyse
 from tests.plugins.verifiers.smt.conftest import expected
 
 HERE = pathlib.Path(__file__).parent
 KERNEL = HERE.parents[4] / "argus_core" / "kernels" / "moe" / "kernel.py"
 PLANTED = sorted((HERE / "planted").glob("*.py"))
 CORRECT = sorted((HERE / "correct").glob("*.py"))
+UNDECIDED = sorted((HERE / "undecided").glob("*.py"))
 ENTRIES = ("moe_route", "moe_align", "moe_up", "moe_down", "moe_combine")
 TILES = {"BT": 32, "BE": 128, "BM": 16, "BS": 256, "BN": 32, "BK": 32, "BH": 64}
-GHOST_WRAPPERS = {"expect", "rows_for", "summand", "routing_contract"}
+GHOST_WRAPPERS = {
+    "expect",
+    "rows_for",
+    "summand",
+    "routing_contract",
+    "alignment_input",
+    "lands_in_own_blocks",
+}
 
 
 def verify(path: pathlib.Path, entry: str, source: str | None = None, **tiles: int):
@@ -46,10 +55,45 @@ def test_moe_kernels_verify_quickly(entry, bm, bn):
     assert report.assertions > 10 and report.seconds < 1.5
 
 
-def test_alignment_is_unknown_with_a_reason_not_violated():
-    _ir, _pol, report = verify(KERNEL, "moe_align")
-    assert report.status == "unknown" and not report.counterexamples
-    assert "not modelled" in report.summary and "cumsum" in report.summary
+@pytest.mark.parametrize("bm,bs", [(16, 256), (64, 128)])
+def test_alignment_proves_its_writes_and_is_unknown_only_for_coverage(bm, bs):
+    """moe_align: the scatter postcondition (`lands_in_own_blocks`), no row or block written
+    twice (within a store across programs and iterations, and between stores), all proved;
+    that every row is written is the one part not proved, reported `unknown`."""
+    ir, pol, report = verify(KERNEL, "moe_align", BM=bm, BS=bs)
+    assert report.status == "unknown" and not report.counterexamples, report.summary
+    assert report.seconds < 1.5
+    findings, _ctx = analyse(ir, pol, {})
+    open_ = {(f.assertion, f.note) for f in findings if f.status != "proved"}
+    assert {a for a, _ in open_} == {"store_cover"}, open_
+    assert all("is written is not proved" in note for _a, note in open_)
+    proved = [f.assertion for f in findings if f.status == "proved"]
+    assert proved.count("store_disjoint") == 4  # padding/tail vs scatter, tail vs padding, -1 fill
+    assert proved.count("store_once") >= 5 and "assert_tag" in proved
+
+
+def test_alignment_postcondition_fails_without_the_minus_one():
+    """The ghost postcondition is what an off-by-one breaks; with it intact it is proved."""
+    src = KERNEL.read_text()
+    bug = src.replace("al.cumsum(mine, 0) - 1", "al.cumsum(mine, 0)")
+    assert bug != src
+    _ir, _pol, report = verify(KERNEL, "moe_align", source=bug)
+    assert report.status == "violated"
+    assert "assert_tag" in {c["assertion"] for c in report.counterexamples}
+
+
+@pytest.mark.slow  # every candidate model is evaluated concretely, and refuted (~10 s)
+@pytest.mark.parametrize("path", UNDECIDED, ids=lambda p: p.stem)
+def test_unconfirmed_alignment_bug_is_never_verified(path):
+    """A bug whose candidate counterexamples the concrete check refutes: `unknown`, with
+    the write obligations it breaks left unproved (never `verified`, never a false
+    `violated`)."""
+    ir = TileFrontend().parse(path.read_text(), entry_of(path), str(path))
+    pol = Policy({c.name: TILES[c.name] for c in ir.constexprs}, {"num_warps": 4})
+    findings, _ctx = analyse(ir, pol, {})
+    assert not [f for f in findings if f.status == "violated"]
+    open_ = {f.assertion for f in findings if f.status == "unknown"}
+    assert {"store_once", "store_disjoint"} <= open_
 
 
 def test_the_contract_is_what_proves_each_slot_written_once():
@@ -125,8 +169,12 @@ def test_planted_moe_bug_is_caught(path):
     elif assertion == "store_tag":  # stored at the token's row, computed for the slot
         topk = cex["scalars"]["topk"]
         assert lhs[0] == rhs[0] // topk and lhs[0] != rhs[0]
+    elif assertion == "assert_tag" and entry_of(path) == "moe_align":
+        _check_alignment_cex(cex)
     elif assertion == "assert_tag":  # weights of an expert that is not the block's
         assert lhs[0] != cex["data"]["block_expert[pid_0]"]  # block pb's expert
+    elif assertion == "store_disjoint":  # two stores write one row of sorted_ids
+        assert rhs[0] != pp["line"] and 0 <= lhs[0] < shapes["CAP"]
     elif assertion == "elementwise_tag":  # acc's row (slot) times another slot's weight
         assert lhs != rhs
     elif assertion == "contraction_gap":  # the last slot is never added
@@ -135,3 +183,20 @@ def test_planted_moe_bug_is_caught(path):
         assert lhs == rhs and 0 <= lhs[0] < shapes["K"]
     else:
         raise AssertionError(f"unchecked assertion {assertion}")
+
+
+def _check_alignment_cex(cex):
+    """The scatter's slot (coordinate lhs) is routed to the program's expert, and its row,
+    rebuilt from the counterexample's (concretely confirmed) sums, lies outside the
+    expert's rows [base, base + count)."""
+    data, ex = cex["data"], cex["program_id"]
+    (slot,) = cex["lhs"]
+    assert [v for k, v in data.items() if k.startswith("ids[")] == [ex]
+    sums = {k.split("[")[0]: v for k, v in data.items() if k.startswith("Σ")}
+    base = next(v for k, v in data.items() if "min(max(pid_0" in k)
+    count = next(v for k, v in data.items() if "max(cdiv(SLOTS" in k)
+    run = next(v for k, v in data.items() if k.endswith(", c2]"))
+    rank = next(v for k, v in data.items() if k.endswith("_i0 + 1]"))
+    assert sums and 0 <= slot < cex["shapes"]["SLOTS"]
+    row = base + run + rank  # the planted bug drops the - 1
+    assert not base <= row < base + count
