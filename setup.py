@@ -15,6 +15,7 @@ def _mapped(folder: str, import_name: str) -> list[str]:
 setup(
     packages=[p for p in find_namespace_packages(include=["argus_core", "argus_core.*"])]
     + _mapped("plugins", "argus_plugins")
-    + _mapped("conf", "argus_conf"),
-    package_dir={"argus_plugins": "plugins", "argus_conf": "conf"},
+    + _mapped("conf", "argus_conf")
+    + _mapped("kb", "argus_kb"),
+    package_dir={"argus_plugins": "plugins", "argus_conf": "conf", "argus_kb": "kb"},
 )

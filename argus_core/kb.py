@@ -419,7 +419,12 @@ def default_paths() -> list[Path]:
     env = os.environ.get("ARGUS_KB_PATH")
     if env:
         return [Path(p) for p in env.split(os.pathsep) if p]
-    return [Path(__file__).resolve().parent.parent / "kb"]
+    beside = Path(__file__).resolve().parent.parent / "kb"  # a checkout or an editable install
+    if beside.is_dir():
+        return [beside]
+    from importlib.resources import files  # an installed wheel ships kb/ as `argus_kb`
+
+    return [Path(str(files("argus_kb")))]
 
 
 def load(
