@@ -14,6 +14,7 @@ from typing import Any
 
 from argus_core.ir import KernelIR
 from argus_core.types import Policy, VerifyReport
+from argus_plugins.verifiers.smt import softmax
 from argus_plugins.verifiers.smt.interp import Checker, Finding, Interpreter
 from argus_plugins.verifiers.smt.solver import Context
 
@@ -39,6 +40,7 @@ def analyse(
     )
     chk = Checker(ctx, threads)
     Interpreter(ctx, chk).run(ir.ops)
+    softmax.check(ctx, chk, ir)  # bases of an online softmax's exponentials
     return chk.findings, ctx
 
 

@@ -14,6 +14,7 @@ from argus_core.ir.tags import AssertTag
 from argus_core.types import Policy
 from argus_plugins.dsl.tile.frontend import TileFrontend
 from argus_plugins.verifiers.smt import SmtVerifier, analyse
+from tests.plugins.verifiers.smt.attention.softmax_replay import softmax_error
 from tests.plugins.verifiers.smt.conftest import expected, program_env
 
 HERE = pathlib.Path(__file__).parent
@@ -59,6 +60,9 @@ def test_attention_proves_the_named_invariants():
         "store_tag",  # o and lse rows land where their tags say
         "store_once",  # ... exactly once across the grid
         "store_grid",
+        "softmax_cover",  # exponentials against a max covering their block; lse over all
+        "softmax_base",  # sums combine, rescale and divide terms of one base
+        "softmax_carried",  # running max/sum cover blocks [0, n) at the top of iteration n
     ):
         assert (name, "proved") in proved, name
     assert all(f.status == "proved" for f in findings)
@@ -186,5 +190,21 @@ def test_planted_attention_bug_is_caught(path: pathlib.Path):
         (i,) = cex["element"]
         assert lhs == [_eval(c, env) for c in store.view.coords]
         assert rhs == [env["pid_1"], env["pid_2"], env["pid_0"] * bm + i] and lhs != rhs
+    elif assertion.startswith("softmax_"):  # the running max/sum: o or lse is wrong
+        (i,) = cex["element"]
+        assert env["pid_0"] * bm + i < env["S"]  # a real query row
+        assert softmax_error(ir, pol, env, i) > 1e-3
     else:  # pragma: no cover - a new planted bug needs its replay here
         raise AssertionError(f"no replay for {assertion}")
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_softmax_replay_matches_the_correct_kernel(causal: int):
+    """The numerical replay is a real check: the correct kernel's o and lse equal the
+    softmax of its own score blocks (so a planted bug's difference is the bug's)."""
+    ir = parse(KERNEL)
+    pol = Policy(TILES, {"num_warps": 4})
+    cex = {"shapes": {"B": 2, "HQ": 4, "HKV": 2, "S": 90, "SKV": 100, "D": 3}, "program_id": 5}
+    env = {**program_env(ir, pol, cex), "causal": causal}
+    for row in (0, 17, 25):
+        assert softmax_error(ir, pol, env, row) < 1e-9
