@@ -45,7 +45,7 @@ def moe_route(logits: al.Tensor["T", "E"], ids: al.Tensor["T", "K"], wts: al.Ten
 @al.kernel
 def moe_align(ids: al.Tensor["SLOTS"], sorted_ids: al.Tensor["CAP"], block_expert: al.Tensor["NB"],
               num_experts: al.i32, BM: al.constexpr, BS: al.constexpr, BE: al.constexpr):
-    (ex,) = alignment_input(al.program_ids((num_experts,)), num_experts, BE)
+    (ex,) = alignment_input(al.program_ids((num_experts,)), ids, sorted_ids, block_expert, num_experts, BM, BE)
     (i,) = al.indices((BS,))
     (j,) = al.indices((BE,))
     counts = al.zeros((BE,), al.i32)  # slots routed to each expert
@@ -160,11 +160,18 @@ def routing_contract(slots, sorted_ids, block_expert, n_slots, experts, BM, *req
     return slots
 
 
-def alignment_input(pids, num_experts, BE):
-    """Ghost: moe_align's preconditions (one program per expert, every expert a column of
-    the count tile); returns `pids`, so the line lowers as without it."""
+def alignment_input(pids, ids, sorted_ids, block_expert, num_experts, BM, BE):
+    """Ghost: moe_align's preconditions; returns `pids`, so the line lowers as without it.
+
+    One program per expert, every expert a column of the count tile; one block_expert entry
+    per block of sorted_ids; and the input contract: every routed expert `ids[s]` is in
+    [0, num_experts) (moe_route's output: experts >= E are loaded as -inf, so never picked;
+    assumed here, not proved across the two kernels)."""
     al.requires(num_experts >= 1)
     al.requires(num_experts <= BE)
+    al.requires(block_expert.shape[0].eq(al.cdiv(sorted_ids.shape[0], BM)))
+    al.contract(lambda s: (al.read(ids, s) >= 0) & (al.read(ids, s) < num_experts),
+                ids.shape[0], name="experts")
     return pids
 
 

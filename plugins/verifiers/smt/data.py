@@ -116,7 +116,8 @@ class DataState:
         self.z3cache: dict[Expr, tuple] = {}  # fact -> (z3 term, symbols it needs)
         self.running: dict[int, IntLike] = {}  # loop results that are running sums
         self.writes: dict[str, list] = {}  # stores so far, per tensor (scan.check_writes)
-        self.uncovered: set[str] = set()  # tensors whose coverage is reported unknown
+        self.uncovered: dict[str, Any] = {}  # tensors with rows computed by sums -> 1st store
+        self.cover_writes: dict[str, list] = {}  # their stores, with loops (witness.py)
 
     def _contract(self, op: Contract):
         pred = self.ctx.norm(op.pred)

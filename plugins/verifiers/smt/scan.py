@@ -31,7 +31,7 @@ from typing import Any
 
 import z3
 
-from argus_core.ir import Expr, IntLike, Sym, as_expr, elem_sym, land, lnot
+from argus_core.ir import Expr, IntLike, Store, Sym, as_expr, elem_sym, land, lnot
 from argus_core.ir.expr import BinOp, BoolOp, Call, Cmp, Const, Select, emax, emin
 from argus_core.ir.tags import READS, DataRead, read
 
@@ -40,6 +40,7 @@ GLOBAL_KINDS = ("shape", "arg", "bound")
 MAX_CONCRETE = 1 << 18  # summand evaluations allowed when confirming a model
 SMALL = (2, 4, 8, 64)  # shape bounds of the tiny models a confirmation tries first
 DEPTH = 1  # levels of sums nested in summands whose facts a query gets
+DEEP = 3  # ... a coverage query (its selects reach the data through nested sums)
 
 
 @dataclass
@@ -204,25 +205,67 @@ def facts(st, rs: list[DataRead]) -> list[Expr]:
     with other arguments, e.g. of two programs, are related where those arguments agree)."""
     reg = st.ps
     points: dict[str, list[tuple[tuple, Expr]]] = {}
-    todo = [r for r in rs if r.tensor in reg]
-    for level in range(DEPTH + 1):
+    sels: list[tuple[str, tuple, Expr]] = []  # select reads (sum, params, t) to define
+    todo = [r for r in rs if _base(r.tensor) in reg]
+    deep = any(r.tensor.endswith(".sel") for r in todo)
+    depth = DEEP if deep else DEPTH
+    for level in range(depth + 1):
         added: list[tuple[PrefixSum, tuple, Expr]] = []
+
+        def point(name, params, v, added=added):
+            pts = points.setdefault(name, [])
+            if (params, as_expr(v)) not in pts:
+                pts.append((params, as_expr(v)))
+                added.append((reg[name], params, as_expr(v)))
+
         for r in todo:
-            rec = reg[r.tensor]
-            pts = points.setdefault(r.tensor, [])
+            name = _base(r.tensor)
+            rec = reg[name]
             params, x = tuple(r.args[:-1]), as_expr(r.args[-1])
+            if r.tensor.endswith(".sel"):  # F and w at the selected b, F at hi
+                if (name, params, x) not in sels:
+                    sels.append((name, params, x))
+                point(name, params, r)
+                point(name, params, rec.hi)
+                continue
+            if r.tensor != name:
+                continue  # a summand read: defined at its own sum's points
             # the sum's ends, and for 0/1 marks the element before (a mark counts >= 1)
             for v in (as_expr(rec.lo), as_expr(rec.hi), x, *([x - 1] if rec.unit else [])):
-                if (params, as_expr(v)) not in pts:
-                    pts.append((params, as_expr(v)))
-                    added.append((rec, params, as_expr(v)))
-        if level == DEPTH:
+                point(name, params, v)
+            whole = all(y.kind == "shape" for y in x.symbols())  # a total, not a prefix
+            if (
+                deep
+                and whole
+                and rec.nonneg
+                and 0 < level < depth
+                and (name, params, as_expr(0)) not in sels
+            ):
+                # a positive sum has a b with w(b) > 0: its select of 0 (what b is, e.g.
+                # a slot routed to an expert, reaches the contracts)
+                sels.append((name, params, as_expr(0)))
+                point(name, params, read(f"{name}.sel", *params, 0))
+        if level == depth:
             break
         # sums inside the summands the facts will state (a padded count's count)
         from argus_plugins.verifiers.smt.data import reads
 
         todo = [r for r in reads([rec.w(p, v) for rec, p, v in added]) if r.tensor in reg]
     out: list[Expr] = []
+    for name, params, t in sels:
+        rec = reg[name]
+        sel = read(f"{name}.sel", *params, t)
+        fs, top = read(name, *params, sel), read(name, *params, rec.hi)
+        inside = land(as_expr(t) >= 0, as_expr(t) < top)
+        out.append(
+            lnot(inside)
+            | land(
+                as_expr(rec.lo) <= sel,
+                as_expr(sel) < rec.hi,
+                as_expr(fs) <= t,
+                as_expr(t) < as_expr(fs) + _w(name, params, sel),
+            )
+        )
     for name, pts in points.items():
         rec = reg[name]
         lo, hi = as_expr(rec.lo), as_expr(rec.hi)
@@ -241,6 +284,8 @@ def facts(st, rs: list[DataRead]) -> list[Expr]:
         for (pa, x), (pb, y) in itertools.permutations(pts, 2):
             if x == lo or x == hi or y == lo or (as_expr(y) == as_expr(x - 1) and pa == pb):
                 continue  # F(lo) = 0, nothing lies past hi, or stated from the other side
+            if deep and pa != pb:
+                continue  # a coverage query relates one program's sums (witnesses), not two
             fx, fy, wx = read(name, *pa, x), read(name, *pb, y), _w(name, pa, x)
             same = [as_expr(a).eq(b) for a, b in zip(pa, pb) if as_expr(a) != as_expr(b)]
             pair = land(*same, lo <= x, x < y, y <= hi)
@@ -280,6 +325,11 @@ def _names(e: Expr) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _base(tensor: str) -> str:
+    """The sum a select or summand read belongs to (`Σ2.sel` -> `Σ2`)."""
+    return tensor.rsplit(".", 1)[0] if tensor.endswith((".sel", ".w")) else tensor
+
+
 def _w(name: str, params, x) -> DataRead:
     """The summand of sum `name` at x, as a term (defined by a fact where x is in range)."""
     return read(f"{name}.w", *params, x)
@@ -288,7 +338,7 @@ def _w(name: str, params, x) -> DataRead:
 # ------------------------------------------------------------------- confirmation
 def uses_sums(st, rs) -> bool:
     reg = st.ps
-    return any(r.tensor in reg for r in rs)
+    return any(_base(r.tensor) in reg for r in rs)
 
 
 def confirm(q, model, violation: IntLike, solver=None) -> Any | None:
@@ -312,20 +362,26 @@ def confirm(q, model, violation: IntLike, solver=None) -> Any | None:
     return _concrete(q, model, violation)
 
 
-def _concrete(q, model, violation: IntLike) -> Any | None:
-    st = q.ctx.data
-    reg = st.ps
-    memo: dict[str, int] = {}
-    syms: dict[str, int] = {}
-    tables = {}
-    budget = [MAX_CONCRETE]
+class Evaluator:
+    """Concrete values of IR expressions in a model: shapes, program and iterations from
+    the model, data from its function tables, and every prefix sum, summand and select
+    computed from their definitions (not from the model's guesses)."""
 
-    def num(t) -> int:
-        return model.eval(t, model_completion=True).as_long()
+    def __init__(self, q, model):
+        self.q, self.model = q, model
+        self.st = q.ctx.data
+        self.memo: dict[str, int] = {}
+        self.syms: dict[str, int] = {}
+        self.tables: dict[Any, tuple] = {}
+        self.budget = MAX_CONCRETE
 
-    def table(f):
+    def num(self, t) -> int:
+        return self.model.eval(t, model_completion=True).as_long()
+
+    def table(self, f):
         """The model's interpretation of data function `f` as a Python dict (+ default)."""
-        if f not in tables:
+        if f not in self.tables:
+            model = self.model
             interp = model[f] if f in model.decls() else None
             entries, default = {}, 0
             if isinstance(interp, z3.FuncInterp):
@@ -339,48 +395,74 @@ def _concrete(q, model, violation: IntLike) -> Any | None:
                         entries[args] = e.value().as_long()
                 default = interp.else_value()
                 default = default.as_long() if z3.is_int_value(default) else None
-            tables[f] = (entries, default)
-        return tables[f]
+            self.tables[f] = (entries, default)
+        return self.tables[f]
 
-    def data(r: DataRead, args: list[int]) -> int:
+    def data(self, r: DataRead, args: list[int]) -> int:
         key = f"{r.tensor}{args}"
-        if key not in memo:
+        if key not in self.memo:
+            reg, base = self.st.ps, r.tensor.rsplit(".", 1)[0]
             if r.tensor in reg:
-                memo[key] = total(reg[r.tensor], args)
+                self.memo[key] = self.total(reg[r.tensor], args)
+            elif r.tensor.endswith(".w") and base in reg:
+                self.memo[key] = self.summand(reg[base], args[:-1], args[-1])
+            elif r.tensor.endswith(".sel") and base in reg:
+                self.memo[key] = self.select(reg[base], args)
             else:
-                f = st.fns.get((r.tensor, len(args)))
-                entries, default = table(f) if f is not None else ({}, 0)
+                f = self.st.fns.get((r.tensor, len(args)))
+                entries, default = self.table(f) if f is not None else ({}, 0)
                 v = entries.get(tuple(args), default)
-                memo[key] = v if v is not None else num(f(*[z3.IntVal(a) for a in args]))
-        return memo[key]
+                if v is None:
+                    v = self.num(f(*[z3.IntVal(a) for a in args]))
+                self.memo[key] = v
+        return self.memo[key]
 
-    def total(rec: PrefixSum, args: list[int]) -> int:
-        lo, x = ev(rec.lo, {}), args[-1]
-        budget[0] -= max(0, x - lo)
-        if budget[0] < 0:
+    def _spend(self, n: int) -> None:
+        self.budget -= max(0, n)
+        if self.budget < 0:
             raise _TooBig
-        env = {f"$p{k}": a for k, a in enumerate(args[:-1])}
-        out = 0
-        for b in range(lo, x):
-            env["$b"] = b
-            out += ev(rec.summand, env)
-        return out
 
-    def ev(e: IntLike, env: dict[str, int]) -> int:
+    def summand(self, rec: PrefixSum, params, b: int) -> int:
+        env = {f"$p{k}": a for k, a in enumerate(params)}
+        env["$b"] = b
+        return self.value(rec.summand, env)
+
+    def total(self, rec: PrefixSum, args: list[int]) -> int:
+        lo, x = self.value(rec.lo), args[-1]
+        self._spend(x - lo)
+        return sum(self.summand(rec, args[:-1], b) for b in range(lo, x))
+
+    def select(self, rec: PrefixSum, args: list[int]) -> int:
+        """The b in [lo, hi) with F(b) <= t < F(b) + w(b) (lo when there is none)."""
+        lo, hi, t = self.value(rec.lo), self.value(rec.hi), args[-1]
+        self._spend(hi - lo)
+        acc = 0
+        for b in range(lo, hi):
+            w = self.summand(rec, args[:-1], b)
+            if acc <= t < acc + w:
+                return b
+            acc += w
+        return lo
+
+    def value(self, e: IntLike, env: dict[str, int] | None = None) -> int:
+        env = env or {}
         if isinstance(e, bool | int):
             return int(e)
         if isinstance(e, DataRead):
-            return data(e, [ev(a, env) for a in e.args])
+            return self.data(e, [self.value(a, env) for a in e.args])
         if isinstance(e, Sym):
             if e.name in env:
                 return env[e.name]
-            if e.name not in syms:
-                syms[e.name] = num(q.env[e.name])
-            return syms[e.name]
-        return _node(e, lambda x: ev(x, env))
+            if e.name not in self.syms:
+                self.syms[e.name] = self.num(self.q.env[e.name])
+            return self.syms[e.name]
+        return _node(e, lambda x: self.value(x, env))
 
+
+def _concrete(q, model, violation: IntLike) -> Any | None:
+    ev = Evaluator(q, model)
     try:
-        holds = ev(violation, {})
+        holds = ev.value(violation)
     except (_TooBig, z3.Z3Exception, ZeroDivisionError):
         return None
     if not holds:
@@ -390,11 +472,11 @@ def _concrete(q, model, violation: IntLike) -> Any | None:
     s.set("timeout", q.ctx.probe_ms)
     s.add(q.zb(violation))
     for v in list(q.vars.values()):
-        s.add(v == num(v))
+        s.add(v == ev.num(v))
     for key, r in list(READS.items()):
         if dict.__contains__(q.env, key):
             try:
-                s.add(q.env[key] == data(r, [ev(a, {}) for a in r.args]))
+                s.add(q.env[key] == ev.data(r, [ev.value(a) for a in r.args]))
             except (_TooBig, z3.Z3Exception):
                 return None
     return s.model() if s.check() == z3.sat else None
@@ -443,16 +525,14 @@ def check_writes(it, op, shape, coords, mask) -> bool:
     of the tensor is written (by some store) is not proved, and is reported `unknown`
     once per tensor."""
     from argus_plugins.verifiers.smt.data import reads
-    from argus_plugins.verifiers.smt.interp import Finding, any_ne
+    from argus_plugins.verifiers.smt.interp import any_ne
     from argus_plugins.verifiers.smt.solver import Query, rename
 
     st = it.ctx.data
     computed = any(r.tensor in st.ps for r in reads([as_expr(c) for c in coords]))
     name = op.view.tensor.name
     if computed and name not in st.uncovered:
-        st.uncovered.add(name)
-        note = f"that every element of {name} is written is not proved (rows computed by sums)"
-        it.chk.findings.append(Finding("store_cover", op.point, "unknown", note=note))
+        st.uncovered[name] = op.point  # its coverage is proved at its last store
     ctx, chk, p = it.ctx, it.chk, "'"
     rank = len(shape)
     elems = [elem_sym(d) for d in range(rank)]
@@ -492,10 +572,30 @@ def check_writes(it, op, shape, coords, mask) -> bool:
             query=Query(ctx, tuple(shape)),
         )
     writes.setdefault(name, []).append((op.point, shape, tuple(coords), mask))
+    loops_ = [(lp.var, *ctx.loops[lp.var.name]) for lp in it.loops]
+    st.cover_writes.setdefault(name, []).append((op.point, shape, tuple(coords), mask, loops_))
+    stores = sum(1 for o in ctx.ir.walk() if isinstance(o, Store) and o.view.tensor.name == name)
+    if name in st.uncovered and len(st.cover_writes[name]) == stores:
+        _cover(it, op, name, st.cover_writes[name], st.uncovered[name])
     return computed
 
 
+def _cover(it, op, name: str, writes: list, point) -> None:
+    """Every element of a tensor whose rows are computed from sums is written (witness.py);
+    more than one dimension is not modelled (`unknown`)."""
+    from argus_plugins.verifiers.smt import witness
+    from argus_plugins.verifiers.smt.interp import Finding
+
+    dims = op.view.tensor.dims
+    if len(dims) != 1 or any(len(w[2]) != 1 for w in writes):
+        note = f"that every element of {name} is written is not proved (rows computed by sums)"
+        it.chk.findings.append(Finding("store_cover", point, "unknown", note=note))
+        return
+    witness.check_cover(it, name, it.ctx.norm(dims[0]), writes, point)
+
+
 __all__ = [
+    "Evaluator",
     "PrefixSum",
     "check_writes",
     "confirm",

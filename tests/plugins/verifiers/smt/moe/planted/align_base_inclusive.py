@@ -1,4 +1,4 @@
-"""Planted MoE bug (moe_align), found but not confirmed (`unknown`, never `verified`): `base` summed over experts j <= ex instead of j < ex, so each expert's rows start where the next expert's do, and the last expert writes past `used`, over the tail's sentinels."""
+"""Planted MoE bug (moe_align): `base` summed over experts j <= ex instead of j < ex, so each expert's rows start where the next expert's do: the first expert's rows are written by no store (`store_cover`, checked by enumerating every writer at the model's shapes)."""
 
 # ruff: noqa: F821
 # kept line for line like kernel.py (counterexamples cite lines): not formatted
@@ -11,7 +11,7 @@ KERNEL = "moe_align"
 @al.kernel
 def moe_align(ids: al.Tensor["SLOTS"], sorted_ids: al.Tensor["CAP"], block_expert: al.Tensor["NB"],
               num_experts: al.i32, BM: al.constexpr, BS: al.constexpr, BE: al.constexpr):
-    (ex,) = alignment_input(al.program_ids((num_experts,)), num_experts, BE)
+    (ex,) = alignment_input(al.program_ids((num_experts,)), ids, sorted_ids, block_expert, num_experts, BM, BE)
     (i,) = al.indices((BS,))
     (j,) = al.indices((BE,))
     counts = al.zeros((BE,), al.i32)  # slots routed to each expert
@@ -28,7 +28,7 @@ def moe_align(ids: al.Tensor["SLOTS"], sorted_ids: al.Tensor["CAP"], block_exper
         mine = chunk2.eq(ex).to(al.i32)
         pos = base + run + al.cumsum(mine, 0) - 1
         slot = al.zeros((BS,), al.i32) + (c2 * BS + i)
-        al.store(sorted_ids.rows(pos), slot, mask=lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM).ne(0))
+        al.store(sorted_ids.rows(pos), slot, mask=lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM).ne(0))  # <- violated: store_cover
         run = run + al.sum(mine, 0)[None]
     (p,) = al.indices((BM,))
     pad = al.zeros((BM,), al.i32) + p
@@ -56,11 +56,17 @@ def moe_align(ids: al.Tensor["SLOTS"], sorted_ids: al.Tensor["CAP"], block_exper
 # --- ghost code, as in kernel.py ---
 
 
-def alignment_input(pids, num_experts, BE):
-    """Ghost: moe_align's preconditions (one program per expert, every expert a column of
-    the count tile); returns `pids`, so the line lowers as without it."""
+def alignment_input(pids, ids, sorted_ids, block_expert, num_experts, BM, BE):
+    """Ghost: moe_align's preconditions; returns `pids`, so the line lowers as without it.
+
+    One program per expert, every expert a column of the count tile; one block_expert entry
+    per block of sorted_ids; and the input contract: every routed expert `ids[s]` is in
+    [0, num_experts) (moe_route's output: experts >= E are loaded as -inf, so never picked;
+    assumed here, not proved across the two kernels)."""
     al.requires(num_experts >= 1)
     al.requires(num_experts <= BE)
+    al.requires(block_expert.shape[0].eq(al.cdiv(sorted_ids.shape[0], BM)))
+    al.contract(lambda s: (al.read(ids, s) >= 0) & (al.read(ids, s) < num_experts), ids.shape[0], name="experts")
     return pids
 
 
