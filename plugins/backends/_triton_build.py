@@ -96,3 +96,59 @@ def error_text(exc: BaseException, limit: int = 4000) -> str:
     """'Type: message', trimmed to its last `limit` characters (Triton errors can be long)."""
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def compile_report(
+    lowered: LoweredKernel,
+    dtypes: dict[str, str],
+    policy: Policy,
+    *,
+    target: tuple[str, Any, int],
+    defaults: dict[str, Any],
+    buffer_ops: bool,
+    asm_kind: str,
+    fields: Any,
+    workdir: Any = None,
+) -> Any:
+    """Compile `lowered` for `target` = (backend, arch, warp size) with the policy's options
+    over `defaults`, specialized as the runtime JIT would, and build the CompileReport from
+    `fields(compiled) -> dict` (the target's static report). Never raises for the kernel:
+    a compiler failure, or a process where TRITON_INTERPRET is set, gives ok=False."""
+    import os
+    import time
+
+    from argus_core.evaluate.launch import ensure_triton_cache_dir, load_kernel
+    from argus_core.types import CompileReport
+
+    name = f"{target[0]}:{target[1]}"
+    start = time.perf_counter()
+    if os.environ.get("TRITON_INTERPRET") not in (None, "", "0"):
+        return CompileReport(
+            target=name,
+            ok=False,
+            asm_kind=asm_kind,
+            error="TRITON_INTERPRET is set in this process; triton.compile cannot run here",
+        )
+    try:
+        ensure_triton_cache_dir()
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
+        fn = load_kernel(lowered, workdir)
+        signature, constexprs, attrs = specialized_signature(lowered, dtypes, policy, buffer_ops)
+        src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
+        options = {k: v for k, v in {**defaults, **policy.compiler}.items() if v is not None}
+        compiled = triton.compile(src, target=GPUTarget(*target), options=options)
+        report = fields(compiled)
+    except Exception as exc:  # any compiler failure is the candidate's, not ours
+        return CompileReport(
+            target=name,
+            ok=False,
+            asm_kind=asm_kind,
+            error=error_text(exc),
+            seconds=time.perf_counter() - start,
+        )
+    return CompileReport(
+        target=name, ok=True, asm_kind=asm_kind, seconds=time.perf_counter() - start, **report
+    )

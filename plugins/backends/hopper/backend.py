@@ -7,21 +7,17 @@ device of compute capability 9.0.
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 from typing import Any
 
 from argus_core.errors import PolicyError
 from argus_core.evaluate.costmodel import estimate_time, lds_bytes_estimate
-from argus_core.evaluate.launch import ensure_triton_cache_dir, load_kernel
 from argus_core.evaluate.targets import H100, H200, TargetSpec
 from argus_core.types import CompileReport, LoweredKernel, Policy, TimingReport
 from argus_plugins.backends._triton_build import (
     check_compiler_options,
     check_tiles,
-    error_text,
-    specialized_signature,
+    compile_report,
 )
 from argus_plugins.backends.hopper.cubin import report_fields
 
@@ -68,43 +64,17 @@ class HopperBackend:
     ) -> CompileReport:
         """Compile for sm_90 and read the report from the cubin; a kernel that does not
         compile gives ok=False and the compiler's message."""
-        start = time.perf_counter()
-        target = f"cuda:{CAPABILITY}"
-        if os.environ.get("TRITON_INTERPRET") not in (None, "", "0"):
-            return CompileReport(
-                target=target,
-                ok=False,
-                asm_kind="sass",
-                error="TRITON_INTERPRET is set in this process; triton.compile cannot run here",
-            )
-        try:
-            compiled = self._compile(lowered, dtypes, policy)
-            fields = report_fields(compiled.asm["cubin"], compiled.metadata)
-        except Exception as exc:  # any compiler failure is the candidate's, not ours
-            return CompileReport(
-                target=target,
-                ok=False,
-                asm_kind="sass",
-                error=error_text(exc),
-                seconds=time.perf_counter() - start,
-            )
-        return CompileReport(
-            target=target, ok=True, seconds=time.perf_counter() - start, asm_kind="sass", **fields
+        return compile_report(
+            lowered,
+            dtypes,
+            policy,
+            target=("cuda", CAPABILITY, WARP_SIZE),
+            defaults=DEFAULTS,
+            buffer_ops=False,
+            asm_kind="sass",
+            fields=lambda compiled: report_fields(compiled.asm["cubin"], compiled.metadata),
+            workdir=self.workdir,
         )
-
-    def _compile(self, lowered: LoweredKernel, dtypes: dict[str, str], policy: Policy) -> Any:
-        ensure_triton_cache_dir()
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-
-        fn = load_kernel(lowered, self.workdir)
-        signature, constexprs, attrs = specialized_signature(
-            lowered, dtypes, policy, buffer_ops=False
-        )
-        src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-        options = {k: v for k, v in {**DEFAULTS, **policy.compiler}.items() if v is not None}
-        return triton.compile(src, target=GPUTarget("cuda", CAPABILITY, WARP_SIZE), options=options)
 
     def device_available(self) -> bool:
         """True when torch is a CUDA build and device 0 has compute capability 9.0."""

@@ -7,20 +7,16 @@ and are timed only where torch sees a ROCm gfx942 device.
 
 from __future__ import annotations
 
-import os
-import time
 from pathlib import Path
 from typing import Any
 
 from argus_core.errors import PolicyError
 from argus_core.evaluate.costmodel import MI300X, estimate_time, lds_bytes_estimate
-from argus_core.evaluate.launch import ensure_triton_cache_dir, load_kernel
 from argus_core.types import CompileReport, LoweredKernel, Policy, TimingReport
 from argus_plugins.backends._triton_build import (
     check_compiler_options,
     check_tiles,
-    error_text,
-    specialized_signature,
+    compile_report,
 )
 from argus_plugins.backends.mi300x.amdgcn import report_fields
 
@@ -76,41 +72,22 @@ class Mi300xBackend:
     ) -> CompileReport:
         """Cross-compile for gfx942 and read the static report from the AMDGCN; a kernel
         that does not compile gives ok=False and the compiler's message."""
-        start = time.perf_counter()
-        report = CompileReport(target=f"hip:{ARCH}", ok=False, asm_kind="amdgcn")
-        if os.environ.get("TRITON_INTERPRET") not in (None, "", "0"):
-            report.error = "TRITON_INTERPRET is set in this process; triton.compile cannot run here"
-            return report
-        try:
-            compiled = self._compile(lowered, dtypes, policy)
-        except Exception as exc:  # any compiler failure is the candidate's, not ours
-            report.error = error_text(exc)
-            report.seconds = time.perf_counter() - start
-            return report
-        asm = compiled.asm.get("amdgcn", "")
-        report = CompileReport(
-            target=f"hip:{ARCH}",
-            ok=True,
-            seconds=time.perf_counter() - start,
-            asm=asm,
+
+        def fields(compiled: Any) -> dict[str, Any]:
+            asm = compiled.asm.get("amdgcn", "")
+            return {"asm": asm, **report_fields(asm, compiled.metadata)}
+
+        return compile_report(
+            lowered,
+            dtypes,
+            policy,
+            target=("hip", ARCH, WARP_SIZE),
+            defaults=DEFAULTS,
+            buffer_ops=True,
             asm_kind="amdgcn",
-            **report_fields(asm, compiled.metadata),
+            fields=fields,
+            workdir=self.workdir,
         )
-        return report
-
-    def _compile(self, lowered: LoweredKernel, dtypes: dict[str, str], policy: Policy) -> Any:
-        ensure_triton_cache_dir()
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import ASTSource
-
-        fn = load_kernel(lowered, self.workdir)
-        signature, constexprs, attrs = specialized_signature(
-            lowered, dtypes, policy, buffer_ops=True
-        )
-        src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-        options = {**DEFAULTS, **policy.compiler}
-        return triton.compile(src, target=GPUTarget("hip", ARCH, WARP_SIZE), options=options)
 
     def device_available(self) -> bool:
         """True only when torch is a ROCm build and sees a gfx942 device."""
