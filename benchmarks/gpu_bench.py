@@ -51,6 +51,14 @@ ATTN = [
     dict(BM=64, BN=64, w=4, s=3),
     dict(BM=64, BN=32, w=4, s=2),
 ]
+# --sweep: every combination (the planner's job, done here by brute force)
+ATTN_SWEEP = [
+    dict(BM=bm, BN=bn, w=w, s=st)
+    for bm in (64, 128)
+    for bn in (32, 64, 128)
+    for w in (4, 8)
+    for st in (2, 3, 4)
+]
 MOE_FIXED = dict(BT=32, BE=128, BS=256, BH=128)
 MOE_PREFILL = [
     dict(BM=64, BN=128, BK=64, w=4, s=3),
@@ -319,6 +327,7 @@ def main() -> int:
     ap.add_argument("--families", default="gemm,attention,moe")
     ap.add_argument("--cases", default="", help="comma-separated substrings of case names")
     ap.add_argument("--quick", action="store_true", help="first policy only, shorter timing")
+    ap.add_argument("--sweep", action="store_true", help="attention: all 36 policies of ATTN_SWEEP")
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "gpu_bench.json"))
     args = ap.parse_args()
     fams = args.families.split(",")
@@ -327,6 +336,10 @@ def main() -> int:
         for c in cases()
         if c.family in fams and (not args.cases or any(s in c.name for s in args.cases.split(",")))
     ]
+    if args.sweep:
+        for c in selected:
+            if c.family == "attention":
+                c.policies = ATTN_SWEEP
     if args.quick:
         for c in selected:
             c.policies = c.policies[:1]
