@@ -45,7 +45,7 @@ def argus_register_planners() -> list[Any]:
 
 @hookspec
 def argus_register_llms() -> list[Any]:
-    """LLM providers (`protocols.LLMProvider`)."""
+    """LLM providers (`argus_core.llm.base.LLMProvider`): `create(cfg)` gives a run's client."""
 
 
 @hookspec

@@ -341,7 +341,7 @@ def run(cfg: DictConfig) -> int:
         stages = Stages.from_config(cfg, registry)
         planner = registry.get("planner", cfg.planner.name)
         tracker_factory = registry.get("tracking", cfg.tracking.name)
-        registry.get("llm", cfg.llm.name)
+        llm = registry.get("llm", cfg.llm.name).create(cfg.llm)  # None for llm=none
     except ConfigError as exc:
         print(f"argus: {exc}", file=sys.stderr)
         return 2
@@ -368,8 +368,10 @@ def run(cfg: DictConfig) -> int:
             "backend_cfg": stages.backend_cfg,
             "seed": int(cfg.seed),
             "budget": int(cfg.budget),
+            "llm": llm,
         },
     )
+    llm_seen = 0  # transcript entries already logged with an earlier candidate
     results: list[CandidateResult] = []
     status = "FAILED"
     progress = Progress(int(cfg.budget), enabled={"on": True, "off": False}.get(cfg.progress))
@@ -388,6 +390,11 @@ def run(cfg: DictConfig) -> int:
                     res.candidate = cand
                     results.append(res)
                     session.observe(res)
+                    if llm is not None and len(llm.transcript()) > llm_seen:
+                        from argus_core.llm import transcript_artifact
+
+                        artifacts["llm_transcript.json"] = transcript_artifact(llm, since=llm_seen)
+                        llm_seen = len(llm.transcript())
                     pm.hook.argus_on_candidate_result(run=info, result=res, artifacts=artifacts)
                     progress.advance(res)
         status = "FINISHED"
