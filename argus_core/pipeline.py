@@ -221,6 +221,25 @@ def _measured(m: dict[str, Any], shape: dict[str, int], backend: Any) -> TimingR
     )
 
 
+def _planner_numbers(session: Any, limit: int = 200) -> dict[str, float]:
+    """The numeric leaves of `session.state()` (value estimates, counts), dotted keys, so
+    trackers can log how the planner's estimates move over the run."""
+    state = session.state() if hasattr(session, "state") else None
+    out: dict[str, float] = {}
+
+    def walk(prefix: str, node: Any) -> None:
+        if len(out) >= limit:
+            return
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        elif isinstance(node, int | float) and not isinstance(node, bool):
+            out[prefix] = float(node)
+
+    walk("", state or {})
+    return out
+
+
 def _policy_for(ir: Any, policy: Policy) -> Policy:
     """The policy restricted to the tile constants this kernel declares."""
     names = {c.name for c in ir.constexprs}
@@ -390,6 +409,7 @@ def run(cfg: DictConfig) -> int:
                     res.candidate = cand
                     results.append(res)
                     session.observe(res)
+                    res.planner = _planner_numbers(session)
                     if llm is not None and len(llm.transcript()) > llm_seen:
                         from argus_core.llm import transcript_artifact
 

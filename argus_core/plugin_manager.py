@@ -28,6 +28,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "argus_plugins.backends.hopper",
     "argus_plugins.backends.auto",
     "argus_plugins.planners.baseline",
+    "argus_plugins.planners.search",
+    "argus_plugins.planners.icrl",
     "argus_core.llm",
 )
 

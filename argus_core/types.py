@@ -221,6 +221,8 @@ class CandidateResult:
     reward: float | None = None
     failure: str | None = None
     seconds: float = 0.0
+    # numbers the planner reports after learning from this result (value estimates, counts)
+    planner: dict[str, float] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -313,4 +313,5 @@ def _candidate_metrics(result: CandidateResult) -> dict[str, float]:
     if result.timing is not None:
         values[f"{_time_kind(result)}_ms"] = result.timing.ms
         values |= {k: getattr(result.timing, k) for k in _TIMING_METRICS}
+    values |= {f"planner.{k}": v for k, v in result.planner.items()}
     return {k: float(v) for k, v in values.items() if v is not None}
