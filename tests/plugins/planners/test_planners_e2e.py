@@ -1,0 +1,109 @@
+"""`argus planner=icrl` against `planner=baseline` on the CPU defaults (MI300X estimates,
+interpreter correctness): same budget, same seed, read back from each run's results.json.
+
+All four runs start at once (two cores) and are awaited by one module fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from argus_core.kb import load as load_kb
+
+pytestmark = pytest.mark.slow
+
+BUDGET = 6
+FAST = ["tracking=none", "evaluate.trials=1", "progress=off", f"budget={BUDGET}", "seed=0"]
+RUNS = {
+    # the issue's acceptance command; one small correctness shape keeps it ~5 s a candidate
+    "moe": ["+kernel=moe", "kernel.check_shapes=[{T: 5, E: 16, TOPK: 4, H: 32, I: 48, RENORM: 0}]"],
+    # a skinny GEMM: the KB knows tiles the baseline grid lacks (BM 16/32)
+    "gemm-skinny": ["+kernel=gemm", "kernel.shape={M: 64, N: 4096, K: 4096}"],
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    root = tmp_path_factory.mktemp("planners_e2e")
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HYDRA_FULL_ERROR": "0"}
+    env.pop("TRITON_INTERPRET", None)  # the runs compile; their interpreter children opt in
+    procs = {}
+    for task, overrides in RUNS.items():
+        for planner in ("icrl", "baseline"):
+            out = root / f"{task}-{planner}"
+            args = [*overrides, *FAST, f"planner={planner}", f"hydra.run.dir={out}"]
+            if planner == "icrl":
+                args.append(f"planner.options.values_path={root / 'values.json'}")
+            cmd = [sys.executable, "-m", "argus_core.cli", *args]
+            procs[f"{task}/{planner}"] = (
+                subprocess.Popen(
+                    cmd,
+                    cwd=root,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                ),
+                out,
+            )
+    done = {}
+    for name, (proc, out) in procs.items():
+        stdout, _ = proc.communicate(timeout=600)
+        done[name] = (subprocess.CompletedProcess(proc.args, proc.returncode, stdout, ""), out)
+    return done
+
+
+def _results(runs, name: str) -> list[dict]:
+    proc, out = runs[name]
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert len(results) == BUDGET
+    return results
+
+
+def _best_ms(results: list[dict]) -> float:
+    times = [r["timing"]["ms"] for r in results if r["failure"] is None and r["timing"]]
+    assert times, [r["failure"] for r in results]
+    return min(times)
+
+
+def test_icrl_applies_kb_techniques_to_the_starting_policy(runs):
+    ids = set(load_kb().ids()) | {"grid_neighbour"}
+    for task in RUNS:
+        icrl, base = _results(runs, f"{task}/icrl"), _results(runs, f"{task}/baseline")
+        # both start from the same policy, so their rewards share one reference
+        assert icrl[0]["candidate"]["policy"] == base[0]["candidate"]["policy"]
+        assert icrl[0]["timing"]["ms"] == pytest.approx(base[0]["timing"]["ms"])
+        for r in icrl[1:]:
+            (tech,) = r["candidate"]["techniques"]
+            assert tech in ids and r["candidate"]["note"].startswith(tech + ":")
+            assert r["candidate"]["parent"] is not None
+        assert any(r["candidate"]["techniques"][0] in ids - {"grid_neighbour"} for r in icrl[1:])
+
+
+def test_icrl_values_are_persisted_per_family(runs, tmp_path_factory):
+    path = next(Path(runs["moe/icrl"][1]).parent.glob("values.json"))
+    tables = json.loads(path.read_text())["tables"]
+    for task, key in (("moe", "moe/mi300x"), ("gemm-skinny", "gemm/mi300x")):
+        assert sum(v["count"] for v in tables[key].values()) == BUDGET - 1, task
+
+
+def test_icrl_on_moe_is_no_worse_than_the_baseline(runs):
+    icrl = _best_ms(_results(runs, "moe/icrl"))
+    base = _best_ms(_results(runs, "moe/baseline"))
+    # The MI300X estimate of MoE does not depend on the policy today (the untiled
+    # roofline: every correct candidate with occupancy >= 2 gets the same time), so "no
+    # worse" is all any planner can show on MoE offline; see docs/planners.md.
+    assert icrl <= base * (1 + 1e-9), (icrl, base)
+
+
+def test_icrl_beats_the_baseline_on_a_skinny_gemm(runs):
+    icrl = _best_ms(_results(runs, "gemm-skinny/icrl"))
+    base = _best_ms(_results(runs, "gemm-skinny/baseline"))
+    assert icrl < base * 0.95, (icrl, base)
