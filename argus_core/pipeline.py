@@ -133,6 +133,14 @@ class Stages:
         if not res.compile.ok:
             res.failure = f"compile: {_first_line(res.compile.error)}"
             return
+        capacity = getattr(getattr(backend, "spec", None), "lds_bytes_per_cu", None)
+        if capacity and res.compile.shared_bytes and res.compile.shared_bytes > capacity:
+            # it compiles, but no block of it can launch on the target
+            res.failure = (
+                f"compile: needs {res.compile.shared_bytes} bytes of shared memory, over the "
+                f"{capacity} a block can have on {backend.name}"
+            )
+            return
 
         res.correctness = self._correctness(irs, policies, lowered, res)
         if res.correctness is not None and not res.correctness.ok:

@@ -139,8 +139,15 @@ def estimate_time(
     peak = spec.peak(dtype, matrix=mma != 0)
     roofline_s = max(flops / spec.peak(dtype), min_bytes / (spec.hbm_tbps * 1e12))
     t = _tiling(policy)
-    dims = all(k in shape for k in ("M", "N", "K"))
-    if t is None or not dims:
+    # a family whose work is several GEMM-like problems (MoE's grouped GEMMs) names them
+    problems = (
+        family.gemm_problems(shape, dict(policy.tiles))
+        if hasattr(family, "gemm_problems")
+        else None
+    )
+    if t is not None and problems:
+        seconds = sum(_tiled_seconds(spec, p, e, t, peak, report) for p in problems)
+    elif t is None or not all(k in shape for k in ("M", "N", "K")):
         seconds = _untiled_seconds(spec, flops, min_bytes, peak, report)
     else:
         seconds = _tiled_seconds(spec, shape, e, t, peak, report)

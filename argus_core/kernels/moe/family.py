@@ -198,6 +198,19 @@ class MoEFamily(DSLKernelFamily):
         out.index_add_(0, order // ids.shape[1], y)
         return out
 
+    def gemm_problems(self, shape: dict[str, int], tiles: dict[str, int]) -> list[dict[str, int]]:
+        """The grouped GEMMs as the cost model sees them: rows = the routed slots, padded to
+        whole BM blocks per expert hit (uniform routing), times (2I x H) then (H x I)."""
+        d = moe_dims(shape)
+        bm = int(tiles.get("BM", 64))
+        hit = max(1.0, experts_hit(d["T"], d["E"], d["TOPK"]))
+        per_expert = d["T"] * d["TOPK"] / hit
+        rows = int(round(hit)) * (-(-int(math.ceil(per_expert)) // bm) * bm)
+        return [
+            {"M": rows, "N": 2 * d["I"], "K": d["H"]},
+            {"M": rows, "N": d["H"], "K": d["I"]},
+        ]
+
     def flops(self, shape: dict[str, int]) -> float:
         """Matmul flops of the routed slots: 2·T·TOPK·(H·2I + I·H).
 

@@ -94,13 +94,12 @@ def test_icrl_values_are_persisted_per_family(runs, tmp_path_factory):
         assert sum(v["count"] for v in tables[key].values()) == BUDGET - 1, task
 
 
-def test_icrl_on_moe_is_no_worse_than_the_baseline(runs):
+def test_icrl_beats_the_baseline_on_moe(runs):
+    # the issue's acceptance: same budget and seed, a better (estimated) best candidate;
+    # the MoE estimate models its grouped GEMMs (MoEFamily.gemm_problems)
     icrl = _best_ms(_results(runs, "moe/icrl"))
     base = _best_ms(_results(runs, "moe/baseline"))
-    # The MI300X estimate of MoE does not depend on the policy today (the untiled
-    # roofline: every correct candidate with occupancy >= 2 gets the same time), so "no
-    # worse" is all any planner can show on MoE offline; see docs/planners.md.
-    assert icrl <= base * (1 + 1e-9), (icrl, base)
+    assert icrl < base * 0.95, (icrl, base)
 
 
 def test_icrl_beats_the_baseline_on_a_skinny_gemm(runs):
