@@ -88,7 +88,12 @@ class Stages:
         entries = tuple(getattr(family, "entries", None) or (cand.entry,))
         stage = "parse"
         try:
-            irs = [self.dsl.parse(cand.source, entry, filename) for entry in entries]
+            if cand.origin == "llm":  # an LLM's code: checked, then traced in a child process
+                from argus_core.sandbox import parse_candidate
+
+                irs = parse_candidate(self.dsl, cand, entries)
+            else:
+                irs = [self.dsl.parse(cand.source, entry, filename) for entry in entries]
             stage = "policy"
             backend.validate_policy(cand.policy)
             policies = [_policy_for(ir, cand.policy) for ir in irs]
@@ -202,6 +207,7 @@ class Stages:
             runner=runner,
             timeout_s=float(ev.timeout_s),
             constexprs=dict(res.candidate.policy.tiles),
+            compiler=dict(res.candidate.policy.compiler),
             timing=timing,
         )
 

@@ -59,6 +59,7 @@ class Candidate:
     techniques: list[str] = field(default_factory=list)
     parent: str | None = None
     note: str = ""
+    origin: str = "planner"  # "llm": the source was written by an LLM (parsed in a sandbox)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -60,6 +60,7 @@ def check_correctness(
     timeout_s: float = 120,
     constexprs: dict[str, int] | None = None,
     timing: dict[str, Any] | None = None,
+    compiler: dict[str, Any] | None = None,
 ) -> CorrectnessReport:
     """Run `lowered` on fresh random inputs for every trial and shape; compare to the reference.
 
@@ -67,6 +68,7 @@ def check_correctness(
     crash the tail of the child's stderr. Raises ConfigError only for an unknown runner.
     `constexprs` override `lowered.constexprs` by key. A list of kernels is a multi-kernel
     program: the family's `program(launch, inputs, constexprs)` runs them in its order.
+    `compiler` are the policy's compiler options, passed to the JIT launch on a GPU runner.
     With `timing` ({"shape": ..., "rep_ms": ...}) on a GPU runner, a correct kernel is also
     timed with its family's baselines in the same child; the figures land in `report.timing`.
     """
@@ -82,6 +84,7 @@ def check_correctness(
         "device": RUNNERS[runner][0],
         "constexprs": dict(constexprs or {}),
         "timing": timing,
+        "compiler": dict(compiler or {}),
     }
     report = CorrectnessReport(
         ok=False, trials=int(trials), runner=runner, shapes=request["shapes"]

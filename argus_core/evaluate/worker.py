@@ -78,11 +78,17 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     fns = {k.name: (k, load_kernel(k, request.get("workdir"))) for k in kernels}
     outputs = list(family.outputs)  # all of them: a kernel that skips one must fail
 
+    compiler = {k: v for k, v in dict(request.get("compiler") or {}).items() if v is not None}
+    if request["device"] == "cpu":
+        compiler = {}  # the interpreter takes no compiler options
+
     def launch(name: str, tensors: dict[str, Any]) -> None:
         """Launch kernel `name` of the candidate with arguments bound from `tensors`."""
         lowered, fn = fns[name]
         args, grid = launch_args(lowered, tensors, request.get("constexprs"))
-        fn[grid](*args)
+        # the policy's compiler options (num_warps, num_stages, waves_per_eu, ...) are
+        # launch options of the JIT: without them it compiles Triton's defaults
+        fn[grid](*args, **compiler)
 
     dtype, device = request["dtype"], request["device"]
     atol, rtol = family.tolerance(dtype)
