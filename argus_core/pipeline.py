@@ -463,4 +463,4 @@ def _reference_ms(results: list[CandidateResult], best: CandidateResult | None) 
     return best.timing.ms if best and best.timing else None
 
 
-__all__ = ["run", "Stages", "TimingReport", "VerifyReport"]
+__all__ = ["Stages", "run"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import builtins
 import dis
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -383,7 +382,7 @@ class Tile:
         return f"Tile{self._value!r}{list(self.shape)}:{self._value.dtype}"
 
 
-_FLOAT_RANK = {"f16": 1, "bf16": 1, "f32": 2}
+_FLOAT_DTYPES = ("f16", "bf16", "f32")
 
 
 def _result_dtype(tiles: list[Value]) -> str:
@@ -434,7 +433,7 @@ def _elementwise(fn: str, args: list[Any]) -> Tile:
     # where's result takes its branches' type; an index expression branch is an int
     typed = [v for v in vals[1:] if isinstance(v, Value)] if fn == "where" else tiles
     dtype = _result_dtype(typed) if typed else "i32"
-    if fn == "where" and any(isinstance(v, float) for v in vals[1:]) and dtype not in _FLOAT_RANK:
+    if fn == "where" and any(isinstance(v, float) for v in vals[1:]) and dtype not in _FLOAT_DTYPES:
         dtype = "f32"
     shapes = [t.shape for t in tiles] + [_index_shape(a) for a in vals if isinstance(a, Expr)]
     out = _new(_broadcast_shape([sh for sh in shapes if sh is not None]), dtype)
@@ -849,8 +848,6 @@ __all__ = [
     "where",
     "zeros",
 ]
-
-_ = sys  # keep the module importable in restricted namespaces
 
 try:  # tags, tag assertions and explicit layouts live beside the core ops
     from argus_plugins.dsl.tile.tags import *  # noqa: F401,F403,E402

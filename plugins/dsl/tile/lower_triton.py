@@ -16,7 +16,6 @@ from argus_core.ir import (
     Dot,
     Elementwise,
     ExpandDims,
-    Expr,
     Full,
     KernelIR,
     Let,
@@ -371,4 +370,4 @@ def lower(
     )
 
 
-__all__ = ["lower", "params_of", "dtype_expr", "Expr"]
+__all__ = ["dtype_expr", "lower", "params_of"]
