@@ -4,8 +4,9 @@ State: the best candidate so far (its policy and result). Each step chooses a te
 UCB1 over its action value, applies one of its concrete actions (`actions.ActionSpace`)
 to the best policy, and learns from the result. The values are kept per (family, backend,
 technique) in a JSON file (`options.values_path`) and loaded at the start, so a later run
-starts from what earlier runs learned. The LLM path (the LLM writes DSL code, repairs from
-counterexamples) is not here yet: `options.llm` must be false. See docs/planners.md.
+starts from what earlier runs learned. With `options.llm` and an LLM (`llm=...`), every
+`llm_every`-th step asks the LLM for a DSL kernel instead (`llm.LLMPolicy`), and a violated
+LLM candidate is repaired from its counterexamples first. See docs/planners.md.
 """
 
 from __future__ import annotations
@@ -26,9 +27,16 @@ from argus_plugins.planners.icrl.actions import (
     planner_options,
     specificity,
 )
+from argus_plugins.planners.icrl.llm import NEW, REPAIR, LLMPolicy
 from argus_plugins.planners.icrl.values import DEFAULT_PATH, ValueTable
 
-OPTIONS: dict[str, Any] = {"exploration": 1.0, "values_path": None, "llm": False}
+OPTIONS: dict[str, Any] = {
+    "exploration": 1.0,
+    "values_path": None,
+    "llm": False,
+    "repair_budget": 2,
+    "llm_every": 2,
+}
 STRATEGY = "ucb1"
 
 
@@ -53,8 +61,19 @@ def bandit_reward(result: CandidateResult, parent_ms: float | None) -> float:
 class IcrlSession:
     """One invocation's bandit: proposes one candidate per call, learns in `observe`."""
 
-    def __init__(self, family: Any, space: ActionSpace, table: ValueTable, seed: int):
+    def __init__(
+        self,
+        family: Any,
+        space: ActionSpace,
+        table: ValueTable,
+        seed: int,
+        llm: LLMPolicy | None = None,
+        llm_every: int = 2,
+    ):
         self.family, self.space, self.table = family, space, table
+        self.llm, self.llm_every = llm, llm_every
+        self.history: list[str] = []  # one line per observed step, for the LLM's prompt
+        self.to_repair: list[CandidateResult] = []  # violated LLM candidates, oldest first
         self.rng = random.Random(seed)
         self.best_policy: Policy = space.start()
         self.best: CandidateResult | None = None
@@ -75,6 +94,10 @@ class IcrlSession:
             return []
         if self.count == 0:
             return [self._candidate(self.best_policy, None)]
+        if self.llm is not None and self.llm.active:
+            cand = self._llm_candidate()
+            if cand is not None:
+                return [cand]
         options: dict[str, list[tuple[Action, Policy]]] = {}
         for arm in self.space.arms():
             acts = self.space.actions(self.best_policy, arm)
@@ -87,10 +110,31 @@ class IcrlSession:
         action, policy = self.rng.choice(options[arm])
         return [self._candidate(policy, action)]
 
+    def _llm_candidate(self) -> Candidate | None:
+        """A repair of the oldest violated LLM candidate if one waits; else, on every
+        `llm_every`-th step, a new LLM-written kernel; else None (the bandit's turn, also
+        when the LLM's budget is spent)."""
+        cid = f"c{self.count + 1:03d}"
+        if self.to_repair:
+            cand = self.llm.repair(cid, self.to_repair.pop(0), self.best, self.history)
+        elif (self.count - 1) % self.llm_every == 0:
+            cand = self.llm.propose(cid, self.best_policy, self.best, self.history)
+        else:
+            return None
+        if cand is None:
+            return None
+        self.count += 1
+        parent_ms = self.best.timing.ms if self.best is not None and self.best.timing else None
+        self.pending[cand.id] = (cand.techniques[0], parent_ms)
+        return cand
+
     def _candidate(self, policy: Policy, action: Action | None) -> Candidate:
         self.count += 1
         parent = self.best.candidate.id if self.best is not None else None
         cand = make_candidate(self.family, self.count, policy, action, parent)
+        if self.best is not None and self.best.candidate.origin == "llm":
+            # the best kernel is the LLM's: tune its policy, parsed in the sandbox too
+            cand.source, cand.origin = self.best.candidate.source, "llm"
         self.proposed.add(policy.key())
         parent_ms = self.best.timing.ms if self.best is not None and self.best.timing else None
         self.pending[cand.id] = (action.technique if action else None, parent_ms)
@@ -105,9 +149,15 @@ class IcrlSession:
         arm, parent_ms = self.pending.pop(cid)
         self.step += 1
         reward = bandit_reward(result, parent_ms)
-        if arm is not None:
+        if arm is not None and arm not in (NEW, REPAIR):  # the table holds KB techniques
             self.table.update(arm, reward)
             self.table.save()
+        self.history.append(
+            f"{cid} {arm or 'start'}: reward {result.reward if result.reward is not None else 0:+.2f}"
+            f" ({result.failure or 'ok'})"[:300]
+        )
+        if self.llm is not None and arm in (NEW, REPAIR) and self.llm.wants_repair(result):
+            self.to_repair.append(result)
         self.last = {
             "candidate": cid,
             "technique": arm,
@@ -143,6 +193,7 @@ class IcrlSession:
             "values": self.table.to_dict(self.space.arms()),
             "last": dict(self.last) if self.last else None,
             "best": best,
+            **({"llm": self.llm.state()} if self.llm is not None else {}),
         }
 
 
@@ -153,16 +204,25 @@ class IcrlPlanner:
         """A session over `ctx`'s action space with the values stored for its (family,
         backend), loaded from `options.values_path` (default `.argus/icrl_values.json`)."""
         opts = planner_options(cfg, OPTIONS)
+        for key, least in (("repair_budget", 0), ("llm_every", 1)):
+            value = opts[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigError(f"planner.options.{key}={value!r}: must be an integer >= {least}")
+        llm = None
         if opts["llm"]:
-            raise ConfigError(
-                "planner=icrl: options.llm=true is not available yet (the LLM path of icrl "
-                "is still to come); valid: false"
-            )
+            if ctx.get("llm") is None:
+                raise ConfigError(
+                    "planner.options.llm=true needs an LLM, but llm=none; choose one of "
+                    "llm=openai, llm=anthropic, llm=local, llm=replay (or options.llm=false)"
+                )
+            llm = LLMPolicy.from_ctx(ctx, int(opts["repair_budget"]))
         space = ActionSpace.from_ctx(ctx)
         path = Path(opts["values_path"] or Path.cwd() / DEFAULT_PATH)
         table = ValueTable(f"{space.family}/{space.backend.name}", opts["exploration"], path)
         table.load()
-        return IcrlSession(ctx["family"], space, table, int(ctx.get("seed", 0)))
+        return IcrlSession(
+            ctx["family"], space, table, int(ctx.get("seed", 0)), llm, int(opts["llm_every"])
+        )
 
 
 @hookimpl

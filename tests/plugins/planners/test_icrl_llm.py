@@ -1,0 +1,397 @@
+"""The LLM path of `planner=icrl` and the sandbox that traces LLM-written DSL code.
+
+Sandbox: each kind of rejected source names its line; an infinite loop at trace time is
+killed at the limit; a correct kernel traced in the child lowers to the same Triton source
+as in this process. Session: the repair budget, an LLM failure recorded, the LLM budget
+ending its use. End to end (the `argus` CLI over recorded transcripts in
+tests/fixtures/transcripts/): a violated GEMM is repaired from its counterexample, and
+each kind of malformed reply fails its candidate with the kind named, the run going on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from argus_core import sandbox
+from argus_core.errors import ConfigError, DSLError
+from argus_core.llm import ReplayClient, load_transcript
+from argus_core.plugin_manager import Registry, default_plugin_manager
+from argus_core.types import Candidate, CandidateResult, Policy, TimingReport, VerifyReport
+from argus_plugins.dsl.tile.frontend import TileFrontend
+from argus_plugins.planners.icrl import IcrlPlanner
+from argus_plugins.planners.icrl.actions import grid_lists, start_policy
+from argus_plugins.planners.icrl.llm import extract_code
+
+ROOT = Path(__file__).resolve().parents[3]
+TRANSCRIPTS = ROOT / "tests" / "fixtures" / "transcripts"
+REPLIES = TRANSCRIPTS / "llm_icrl"  # the modules the recorded replies hold
+
+HEAD = "from argus_plugins.dsl.tile import lang as al\n\n\n"
+KERNEL = (REPLIES / "repair_fixed.dsl").read_text()  # a correct GEMM (tile views hoisted)
+
+
+def _kernel_with(line: str) -> str:
+    """KERNEL with `line` as the first statement of the kernel body."""
+    return KERNEL.replace("    pm, pn =", f"    {line}\n    pm, pn =", 1)
+
+
+def _line_of(source: str, text: str) -> int:
+    return next(i for i, ln in enumerate(source.splitlines(), 1) if text in ln)
+
+
+# --------------------------------------------------------------------------- check_source
+
+REJECTED = {
+    "import": ("import os\n" + KERNEL, "import os", "import not allowed: 'import os'"),
+    "from-import": (
+        "from os import path\n" + KERNEL,
+        "from os",
+        "import not allowed: 'from os import path'",
+    ),
+    "dsl-internals": (
+        "from argus_plugins.dsl.tile import tracer\n" + KERNEL,
+        "tracer",
+        "import not allowed",
+    ),
+    "open": (_kernel_with("open('x', 'w')"), "open(", "name not allowed in DSL code: 'open'"),
+    "dunder-import": (
+        _kernel_with("m = __import__('os')"),
+        "__import__",
+        "name not allowed in DSL code: '__import__'",
+    ),
+    "eval": (_kernel_with("eval('1')"), "eval(", "name not allowed in DSL code: 'eval'"),
+    "getattr": (
+        _kernel_with("s = getattr(al, 'sys')"),
+        "getattr",
+        "name not allowed in DSL code: 'getattr'",
+    ),
+    "module-of-dsl": (
+        _kernel_with("m = al.sys.modules"),
+        "al.sys",
+        "al.sys is not part of the DSL",
+    ),
+    "dunder-attr": (
+        _kernel_with("g = a.__class__"),
+        "__class__",
+        "attribute not allowed in DSL code: '__class__'",
+    ),
+    "frame-attr": (_kernel_with("f = a.gi_frame"), "gi_frame", "attribute not allowed"),
+    "undefined": (
+        _kernel_with("t = torch.zeros(3)"),
+        "torch",
+        "name not allowed in DSL code: 'torch'",
+    ),
+    "class": (KERNEL + "\n\nclass Evil:\n    pass\n", "class Evil", "class definitions"),
+    "try": (
+        _kernel_with("try:\n        pass\n    except Exception:\n        pass"),
+        "try:",
+        "try statements",
+    ),
+    "syntax": (_kernel_with("x = = 1"), "x = = 1", "syntax error"),
+    "not-dsl": ((REPLIES / "not_dsl.dsl").read_text(), "def gemm", "not DSL"),
+    "dsl-import-only": (HEAD + "def gemm(a):\n    return a\n", "def gemm", "not DSL"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REJECTED))
+def test_check_source_rejects_and_names_the_line(kind):
+    source, at, message = REJECTED[kind]
+    with pytest.raises(DSLError, match=message) as info:
+        sandbox.check_source(source, "<c009>")
+    assert info.value.where == f"<c009>:{_line_of(source, at)}"
+
+
+def test_check_source_rejects_empty_source():
+    for source in ("", "  \n\n"):
+        with pytest.raises(DSLError, match="no code") as info:
+            sandbox.check_source(source, "<c009>")
+        assert info.value.where == "<c009>:1"
+
+
+def test_check_source_accepts_every_builtin_kernel_and_planted_bug():
+    registry = Registry(default_plugin_manager())
+    sources = [registry.get("kernel", n).source() for n in ("gemm", "attention", "moe")]
+    planted = sorted((ROOT / "tests/plugins/verifiers/smt/planted").glob("*.py"))
+    assert len(planted) >= 10
+    for source in [*sources, *(p.read_text() for p in planted), KERNEL]:
+        sandbox.check_source(source, "<ok>")
+    sandbox.check_source("import math\n" + _kernel_with("s = math.sqrt(4)"))
+
+
+# --------------------------------------------------------------------------- child trace
+
+
+@pytest.mark.parametrize("family", ["gemm", "attention", "moe"])
+def test_child_trace_lowers_like_the_in_process_one(family, argus_config):
+    cfg = argus_config(f"+kernel={family}")
+    fam = Registry(default_plugin_manager()).get("kernel", family)
+    entries = list(getattr(fam, "entries", None) or (fam.entry,))
+    source, front = fam.source(), TileFrontend()
+    tiles = start_policy(grid_lists(cfg.kernel, "tiles"), {}).tiles
+    children = sandbox.trace_all_in_child(source, entries, "<c001>", timeout_s=30)
+    assert [ir.name for ir in children] == entries
+    for entry, child in zip(entries, children):
+        local = front.parse(source, entry, "<c001>")
+        names = {c.name for c in local.constexprs}
+        policy = Policy({k: v for k, v in tiles.items() if k in names}, {})
+        assert front.lower(child, policy).source == front.lower(local, policy).source
+
+
+def test_infinite_loop_is_killed_at_the_limit():
+    source = (REPLIES / "infinite_loop.dsl").read_text()
+    sandbox.check_source(source, "<c002>")  # syntactically fine: only the limit stops it
+    t0 = time.monotonic()
+    with pytest.raises(DSLError, match=r"trace timed out after 1.5s"):
+        sandbox.trace_in_child(source, "gemm", "<c002>", timeout_s=1.5)
+    assert time.monotonic() - t0 < 5
+
+
+def test_child_reports_trace_errors_with_their_line():
+    source = _kernel_with("al.store(c.tile(BM, BN)[pm, pn])")  # pm is not defined yet
+    with pytest.raises(DSLError) as info:
+        sandbox.trace_in_child(source, "gemm", "<c004>", timeout_s=30)
+    assert info.value.where is not None and info.value.where.startswith("<c004>")
+    assert "pm" in str(info.value)
+    with pytest.raises(DSLError, match="no @al.kernel named 'gemm_v2'"):
+        sandbox.trace_in_child(KERNEL, "gemm_v2", "<c004>", timeout_s=30)
+
+
+def test_child_refuses_forbidden_code_even_without_the_static_check(tmp_path):
+    """Defence in depth: `trace_in_child` alone (no `check_source`) still refuses imports
+    and `open` to DSL code, and nothing outside the DSL runs."""
+    marker = tmp_path / "marker"
+    opener = _kernel_with(f"open({str(marker)!r}, 'w').write('x')")
+    with pytest.raises(DSLError, match=r"open\(\) is not allowed in DSL code"):
+        sandbox.trace_in_child(opener, "gemm", "<c005>", timeout_s=30)
+    importer = f"import os\nos.makedirs({str(marker)!r})\n" + KERNEL
+    with pytest.raises(DSLError, match="import not allowed in DSL code: 'os'"):
+        sandbox.trace_in_child(importer, "gemm", "<c005>", timeout_s=30)
+    assert not marker.exists()
+
+
+def test_reply_unpickler_takes_ir_classes_only():
+    evil = pickle.dumps(os.system)  # what an escaped child could send to run code here
+    with pytest.raises(pickle.UnpicklingError, match="not IR data"):
+        sandbox._SafeUnpickler(__import__("io").BytesIO(evil)).load()
+
+
+# --------------------------------------------------------------------------- LLM policy
+
+
+def test_extract_code_takes_the_fenced_kernel_module():
+    assert extract_code("raise BM to 128") is None
+    assert extract_code(None) is None
+    reply = f"Plan:\n```\npip install x\n```\nCode:\n```python\n{KERNEL}```\nDone."
+    assert extract_code(reply) == KERNEL.strip() + "\n"
+    assert extract_code("```py\nx = 1\n```") == "x = 1\n"
+
+
+def _session(planner_ctx, tmp_path, entries, **options):
+    ctx = planner_ctx("+kernel=gemm", "backend=mi300x")
+    ctx["llm"] = ReplayClient(entries, max_total_tokens=options.pop("max_tokens", None))
+    cfg = OmegaConf.create(
+        {
+            "name": "icrl",
+            "options": {"values_path": str(tmp_path / "v.json"), "llm": True, **options},
+        }
+    )
+    return IcrlPlanner().create(cfg, ctx), ctx["llm"]
+
+
+def _reply(text: str, tokens: int = 10) -> dict:
+    return {"messages": [], "reply": text, "prompt_tokens": tokens, "completion_tokens": 0}
+
+
+def _ok(cand: Candidate, ms: float) -> CandidateResult:
+    res = CandidateResult(candidate=cand, timing=TimingReport(ms=ms, estimated=True))
+    res.verify, res.reward = VerifyReport(status="verified"), 1.0
+    return res
+
+
+def _violated(cand: Candidate, summary: str) -> CandidateResult:
+    res = CandidateResult(candidate=cand, failure=f"verify: {summary}", reward=-1.0)
+    res.verify = VerifyReport(
+        status="violated", summary=summary, counterexamples=[{"assertion": "dot_contract"}]
+    )
+    return res
+
+
+def test_repairs_stop_at_the_repair_budget(planner_ctx, tmp_path):
+    block = f"```python\n{KERNEL}```"
+    session, client = _session(
+        planner_ctx, tmp_path, [_reply(block)] * 3, repair_budget=1, llm_every=1
+    )
+    (start,) = session.propose(1)
+    session.observe(_ok(start, 1.0))
+    (first,) = session.propose(1)
+    assert (first.origin, first.techniques, first.parent) == ("llm", ["llm"], "c001")
+    session.observe(_violated(first, "dot at <c002>:21: SUMMARY-ONE"))
+    (fix,) = session.propose(1)
+    assert (fix.techniques, fix.parent) == (["llm-repair"], "c002")
+    request = client.transcript()[-1]["messages"][-1]["content"]
+    assert "dot at <c002>:21: SUMMARY-ONE" in request and '"assertion": "dot_contract"' in request
+    session.observe(_violated(fix, "dot at <c003>:21: SUMMARY-TWO"))
+    (nxt,) = session.propose(1)  # the lineage's one repair is used: a new kernel instead
+    assert nxt.techniques == ["llm"]
+    assert "FAILED verification" not in client.transcript()[-1]["messages"][-1]["content"]
+    assert session.state()["llm"]["repairs"] == 1
+
+
+def test_llm_failure_and_no_code_fail_the_candidate_with_the_reason(planner_ctx, tmp_path):
+    entries = [
+        {**_reply(None), "error": "RateLimitError (HTTP 429): slow down"},
+        _reply("I would raise BM."),
+    ]
+    session, _ = _session(planner_ctx, tmp_path, entries, llm_every=1)
+    (start,) = session.propose(1)
+    session.observe(_ok(start, 1.0))
+    front = TileFrontend()
+    for why in ("the LLM request failed: .*RateLimitError", "the LLM.s reply holds no fenced"):
+        (cand,) = session.propose(1)
+        assert cand.source == "" and cand.origin == "llm"
+        with pytest.raises(DSLError, match=f"no code: {why}"):
+            sandbox.parse_candidate(front, cand, ["gemm"])
+        res = CandidateResult(candidate=cand, failure="parse: no code", reward=-0.5)
+        session.observe(res)
+    assert session.state()["llm"]["malformed"] == 2
+
+
+def test_spent_llm_budget_falls_back_to_the_bandit(planner_ctx, tmp_path):
+    block = f"```python\n{KERNEL}```"
+    session, _ = _session(planner_ctx, tmp_path, [_reply(block, 100)] * 3, max_tokens=50)
+    (start,) = session.propose(1)
+    session.observe(_ok(start, 1.0))
+    (llm,) = session.propose(1)  # the first request is sent; it spends the token budget
+    assert llm.techniques == ["llm"]
+    session.observe(_ok(llm, 0.9))
+    kinds = []
+    for _ in range(4):
+        (cand,) = session.propose(1)
+        kinds.append(cand.techniques)
+        session.observe(_ok(cand, 0.95))
+        # the LLM's kernel is the best: the bandit tunes it, still through the sandbox
+        assert cand.source == llm.source and cand.origin == "llm"
+    assert all(t and t[0] not in ("llm", "llm-repair") for t in kinds)
+    state = session.state()["llm"]
+    assert state["active"] == 0 and "max_total_tokens" in state["stopped"]
+
+
+def test_llm_options_are_checked(planner_ctx, tmp_path):
+    ctx = planner_ctx("+kernel=gemm")
+    with pytest.raises(ConfigError, match="needs an LLM, but llm=none"):
+        IcrlPlanner().create(OmegaConf.create({"name": "icrl", "options": {"llm": True}}), ctx)
+    for key, bad in (("repair_budget", -1), ("llm_every", 0), ("llm_every", "2")):
+        cfg = OmegaConf.create({"name": "icrl", "options": {key: bad}})
+        with pytest.raises(ConfigError, match=f"planner.options.{key}="):
+            IcrlPlanner().create(cfg, ctx)
+
+
+# --------------------------------------------------------------------------- end to end
+
+FAST = ["+kernel=gemm", "planner=icrl", "planner.options.llm=true", "llm=replay"]
+FAST += ["tracking=none", "evaluate.trials=1", "progress=off", "seed=0"]
+MALFORMED = {  # transcript -> what the failure says
+    "llm_no_code.json": "parse: <c002>:1: no code: the LLM's reply holds no fenced ```python",
+    "llm_not_dsl.json": "parse: <c002>:1: not DSL: the module defines no @al.kernel",
+    "llm_import_os.json": "parse: <c002>:1: import not allowed: 'import os'",
+    "llm_infinite_loop.json": "parse: <c002>: trace timed out after 3s",
+    "llm_open_builtin.json": "parse: <c002>:14: name not allowed in DSL code: 'open'",
+}
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory):
+    """Two CLI processes at once: the repair run, and one multirun over the malformed
+    transcripts (one job each). Returns {name: (CompletedProcess, run dir)} and the cwd."""
+    root = tmp_path_factory.mktemp("icrl_llm")
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HYDRA_FULL_ERROR": "0"}
+    env["ARGUS_TRACE_TIMEOUT_S"] = "3"
+    env.pop("TRITON_INTERPRET", None)
+    values = f"planner.options.values_path={root / 'values.json'}"
+    repair = root / "repair"
+    sweep = root / "malformed"
+    commands = {
+        "repair": [
+            *FAST,
+            values,
+            "budget=3",
+            f"llm.options.transcript={TRANSCRIPTS / 'repair_gemm.json'}",
+            f"hydra.run.dir={repair}",
+        ],
+        "malformed": [
+            "-m",
+            *FAST,
+            values,
+            "budget=2",
+            "llm.options.transcript=" + ",".join(str(TRANSCRIPTS / t) for t in MALFORMED),
+            f"hydra.sweep.dir={sweep}",
+        ],
+    }
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, "-m", "argus_core.cli", *args],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for name, args in commands.items()
+    }
+    done = {name: (p.communicate(timeout=300)[0], p.returncode) for name, p in procs.items()}
+    return root, done, repair, sweep
+
+
+def test_violated_llm_kernel_is_repaired_from_its_counterexample(e2e):
+    _, done, run_dir, _ = e2e
+    out, code = done["repair"]
+    assert code == 0, out[-3000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert [r["candidate"]["id"] for r in results] == ["c001", "c002", "c003"]
+    violated, repaired = results[1], results[2]
+    assert violated["candidate"]["origin"] == "llm"
+    assert violated["candidate"]["techniques"] == ["llm"]
+    assert violated["verify"]["status"] == "violated"
+    summary = violated["verify"]["summary"]
+    assert violated["failure"] == f"verify: {summary}" and "dot at <c002>" in summary
+    # the repair request carries the counterexample verbatim: the line and the JSON
+    sent = load_transcript(run_dir / "llm_transcript.json")
+    assert len(sent) == 2
+    request = sent[1]["messages"][-1]["content"]
+    assert summary in request
+    assert json.dumps(violated["verify"]["counterexamples"], indent=2) in request
+    assert "a_tiles[pm, k + 1]" in request  # and the violated source
+    assert summary not in json.dumps(sent[0]["messages"])
+    assert repaired["candidate"]["techniques"] == ["llm-repair"]
+    assert repaired["candidate"]["parent"] == "c002"
+    assert repaired["failure"] is None
+    assert repaired["verify"]["status"] == "verified"
+    assert repaired["correctness"]["ok"] is True
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+def test_malformed_reply_fails_its_candidate_and_the_run_goes_on(e2e, name):
+    root, done, _, sweep = e2e
+    out, code = done["malformed"]
+    assert code == 0, out[-3000:]
+    job = sweep / str(list(MALFORMED).index(name))
+    assert name in (job / ".hydra" / "overrides.yaml").read_text()
+    results = json.loads((job / "results.json").read_text())
+    assert [r["candidate"]["id"] for r in results] == ["c001", "c002"]
+    assert results[0]["failure"] is None  # the starting kernel, before the LLM's
+    bad = results[1]
+    assert bad["candidate"]["origin"] == "llm"
+    assert bad["failure"].startswith(MALFORMED[name]), bad["failure"]
+    assert bad["lowered"] is None and bad["compile"] is None
+    # the forbidden code never ran: what it would have created is not there
+    assert not (root / "argus_marker_import_os").exists()
+    assert not (root / "argus_marker_open").exists()
