@@ -184,19 +184,25 @@ def run_case(case: Case, l2_bytes: int, rep_ms: float) -> dict[str, Any]:
     from argus_core.evaluate.timing import measure
 
     family = family_of(case.family)
-    real_baselines = family.baselines
     tried: list[dict[str, Any]] = []
     base: dict[str, float] = {}
     for p in case.policies:
         tiles, compiler = split(case, p)
         entry: dict[str, Any] = {"policy": p}
-        family.baselines = real_baselines if not base else (lambda inputs: {})  # type: ignore[method-assign]
         try:
             kernels = lower_all(family, tiles)
             run_on = runner(family, kernels, tiles, compiler)
             entry.update(
                 measure(
-                    family, run_on, case.shape, "bf16", 0, l2_bytes, warmup_ms=10, rep_ms=rep_ms
+                    family,
+                    run_on,
+                    case.shape,
+                    "bf16",
+                    0,
+                    l2_bytes,
+                    warmup_ms=10,
+                    rep_ms=rep_ms,
+                    with_baselines=not base,  # the baselines do not depend on our policy
                 )
             )
             base = base or dict(entry.get("baselines") or {})

@@ -46,8 +46,10 @@ def measure(
     l2_bytes: int,
     warmup_ms: float = 25,
     rep_ms: float = 100,
+    with_baselines: bool = True,
 ) -> dict[str, Any]:
-    """Time `run_on(inputs)` and each of `family.baselines(inputs)` at `shape`.
+    """Time `run_on(inputs)` and (unless `with_baselines` is False) each of
+    `family.baselines(inputs)` at `shape`.
 
     Returns {"ms", "baselines": {name: ms}, "sets", "flops", "bytes", "tflops", "gbps",
     "check": {"ok", "why"}}; `ms` is None when the kernel is wrong at this shape.
@@ -69,9 +71,10 @@ def measure(
     ms = bench(lambda: run_on(next(cycle)), warmup_ms, rep_ms)
     baselines: dict[str, float] = {}
     errors: dict[str, str] = {}
-    for name, make in family.baselines(sets[0]).items():
+    per_set = [family.baselines(s) for s in sets] if with_baselines else [{}]
+    for name in per_set[0]:
         try:
-            fns = [make] + [family.baselines(s)[name] for s in sets[1:]]
+            fns = [b[name] for b in per_set]
             rot = itertools.cycle(fns)
             baselines[name] = bench(lambda rot=rot: next(rot)(), warmup_ms, rep_ms)
         except Exception as exc:  # a library path missing on this machine is reported, not fatal
