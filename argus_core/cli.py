@@ -53,6 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hydra._internal.utils import get_args_parser
 
     args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["report"]:  # `argus report ...`: reads an MLflow store, no Hydra
+        from argus_core.report import main as report_main
+
+        return report_main(args_list[1:])
     args = get_args_parser().parse_args(args_list)  # --version and bad flags exit here
     register_schemas()
     search_paths, plugin_names = _plugins()

@@ -39,6 +39,8 @@ class KernelConfig:
     check_shapes: list[dict[str, int]] = field(default_factory=list)  # small correctness shapes
     tiles: dict[str, list[int]] = field(default_factory=dict)  # constexpr -> allowed values
     source: str | None = None  # a DSL file to use instead of the family's own kernel
+    path: str | None = None  # a directory of task files (kernel=kernelbench)
+    task: str | None = None  # one task in it, "<level>/<id>" (kernel=kernelbench)
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -108,6 +110,7 @@ class ArgusConfig:
     budget: int = 8
     seed: int = 0
     progress: str = "auto"  # one of PROGRESS_CHOICES
+    resume: bool = False  # skip the jobs of a sweep that already finished (issue #7)
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
 
 

@@ -436,6 +436,10 @@ def run(cfg: DictConfig) -> int:
         status = "KILLED"
         print("\nargus: interrupted; what finished is recorded", file=sys.stderr)
     finally:
+        if llm is not None:
+            from argus_core.llm import usage_metrics
+
+            info.metrics.update(usage_metrics(llm))
         pm.hook.argus_on_run_end(run=info, results=results, status=status)
         pm.unregister(listener)
 

@@ -253,3 +253,5 @@ class RunInfo:
     output_dir: str
     budget: int
     tags: dict[str, str] = field(default_factory=dict)
+    # run-level numbers known at the end (LLM requests, tokens, cost); logged on the parent
+    metrics: dict[str, float] = field(default_factory=dict)

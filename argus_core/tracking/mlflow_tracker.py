@@ -87,6 +87,7 @@ class MlflowTracker:
     @hookimpl
     def argus_on_run_end(self, run: RunInfo, results: list[CandidateResult], status: str) -> None:
         """Log the run's best figures and summary table, then close the parent with `status`."""
+        self._run_metrics = dict(run.metrics)
         if self.parent_run_id is not None:
             self._safely("end", lambda: self._end(results, status))
 
@@ -206,6 +207,7 @@ class MlflowTracker:
             values[f"best_{_time_kind(best)}_ms"] = best.timing.ms
             if best.timing.speedup is not None:
                 values["best_speedup"] = best.timing.speedup
+        values |= {k: float(v) for k, v in getattr(self, "_run_metrics", {}).items()}
         now = int(time.time() * 1000)
         client.log_batch(parent, metrics=[Metric(k, float(v), now, 0) for k, v in values.items()])
         estimated = any(r.timing is not None and r.timing.estimated for r in results)
