@@ -55,7 +55,7 @@ class Stages:
             backend, grid = backend.resolve(registry, cfg.backend)
             backend_cfg = {"name": backend.name, "policy_grid": grid}
         return cls(
-            family=_with_source(registry.get("kernel", cfg.kernel.name), cfg.kernel.get("source")),
+            family=_family(registry, cfg.kernel),
             dsl=registry.get("dsl", cfg.dsl.name),
             verifier=registry.get("verifier", cfg.verifier.name),
             backend=backend,
@@ -83,9 +83,12 @@ class Stages:
 
     def _evaluate(self, cand: Candidate, res: CandidateResult, artifacts: dict[str, str]) -> None:
         cfg, family, backend = self.cfg, self.family, self.backend
+        own = getattr(family, "evaluate_candidate", None)  # kernelbench: a ModelNew candidate
+        if own is not None and own(self, cand, res, artifacts):
+            return
         filename = str(getattr(family, "source_path", None) or f"<{cand.id}>")
         # a family made of several kernels (MoE: align, up, down, combine) names them all
-        entries = tuple(getattr(family, "entries", None) or (cand.entry,))
+        entries = _entries(family, cand)
         stage = "parse"
         try:
             if cand.origin == "llm":  # an LLM's code: checked, then traced in a child process
@@ -162,6 +165,8 @@ class Stages:
                 )
         else:
             res.timing = backend.estimate(family, shape, cfg.kernel.dtype, cand.policy, res.compile)
+            if hasattr(family, "with_baseline"):  # kernelbench: the eager Model's estimate
+                res.timing = family.with_baseline(res.timing, backend)
 
     def _verify(self, ir: Any, policy: Policy) -> VerifyReport:
         """The verifier's report; a verifier that breaks on a kernel proves nothing about it
@@ -197,6 +202,16 @@ class Stages:
             ]
         shapes = [dict(s) for s in self.cfg.kernel.check_shapes] or [dict(self.cfg.kernel.shape)]
         timing = {"shape": dict(self.cfg.kernel.shape)} if runner == "cuda" else None
+        own = getattr(self.family, "check_lowered", None)  # kernelbench: the task's Model
+        if own is not None:
+            seed = int(self.cfg.seed) + res.index * 1000
+            return own(
+                lowered,
+                res.candidate.policy,
+                runner=runner,
+                seed=seed,
+                timeout_s=float(ev.timeout_s),
+            )
         return check_correctness(
             lowered if len(lowered) > 1 else lowered[0],
             self.family.name,
@@ -252,6 +267,14 @@ def _planner_numbers(session: Any, limit: int = 200) -> dict[str, float]:
 
     walk("", state or {})
     return out
+
+
+def _entries(family: Any, cand: Candidate) -> tuple[str, ...]:
+    """The kernels a candidate runs: fixed for a multi-kernel family (MoE), chosen by the
+    policy where the family says so (GEMM split-K), else the candidate's entry."""
+    if cand.origin != "llm" and hasattr(family, "entries_for"):
+        return tuple(family.entries_for(dict(cand.policy.tiles)))
+    return tuple(getattr(family, "entries", None) or (cand.entry,))
 
 
 def _policy_for(ir: Any, policy: Policy) -> Policy:
@@ -316,6 +339,15 @@ def _merge_compile(names: list[str], reports: list[CompileReport]) -> CompileRep
         asm="\n".join(f"; ==== kernel {n} ====\n{r.asm}" for n, r in zip(names, reports)),
         asm_kind=reports[0].asm_kind,
     )
+
+
+def _family(registry: Registry, kernel_cfg: Any) -> Any:
+    """The kernel family the config names, with its source. A family that binds itself to
+    the config (`for_task`: kernel=kernelbench reads kernel.path/task/source) does so."""
+    family = registry.get("kernel", kernel_cfg.name)
+    if hasattr(family, "for_task"):
+        return family.for_task(kernel_cfg)
+    return _with_source(family, kernel_cfg.get("source"))
 
 
 def _with_source(family: Any, source: str | None) -> Any:

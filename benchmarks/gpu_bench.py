@@ -39,12 +39,28 @@ GEMM_BIG = [
     dict(BM=256, BN=128, BK=64, GROUP=8, w=8, s=3),
     dict(BM=128, BN=128, BK=64, GROUP=8, w=8, s=4),
 ]
-GEMM_SKINNY = [
-    dict(BM=16, BN=128, BK=128, GROUP=1, w=4, s=4),
-    dict(BM=32, BN=128, BK=64, GROUP=1, w=4, s=4),
-    dict(BM=64, BN=128, BK=64, GROUP=1, w=4, s=4),
-    dict(BM=128, BN=128, BK=64, GROUP=8, w=8, s=3),
-]
+# M <= 128: a weight stream. Small-M tiles, and split-K (SPLIT: K cut into ranges summed
+# atomically into an fp32 workspace, then cast; the GEMM family's two-kernel program)
+GEMM_SKINNY = {
+    16: [
+        dict(BM=16, BN=64, BK=128, GROUP=1, w=4, s=4),
+        dict(BM=16, BN=32, BK=128, GROUP=1, w=4, s=4),
+        dict(BM=16, BN=128, BK=128, GROUP=1, w=4, s=4),
+        dict(BM=16, BN=64, BK=128, SPLIT=2, w=4, s=4),
+        dict(BM=16, BN=64, BK=128, SPLIT=4, w=4, s=4),
+        dict(BM=16, BN=128, BK=128, SPLIT=4, w=4, s=4),
+        dict(BM=16, BN=128, BK=64, SPLIT=8, w=4, s=4),
+    ],
+    128: [
+        dict(BM=128, BN=64, BK=64, GROUP=8, w=4, s=4),
+        dict(BM=128, BN=128, BK=64, GROUP=8, w=8, s=3),
+        dict(BM=64, BN=128, BK=64, GROUP=8, w=4, s=4),
+        dict(BM=128, BN=128, BK=64, SPLIT=2, w=8, s=3),
+        dict(BM=128, BN=64, BK=64, SPLIT=2, w=4, s=4),
+        dict(BM=128, BN=64, BK=64, SPLIT=4, w=4, s=4),
+        dict(BM=128, BN=128, BK=64, SPLIT=4, w=8, s=3),
+    ],
+}
 ATTN = [
     dict(BM=128, BN=64, w=8, s=3),
     dict(BM=128, BN=128, w=8, s=3),
@@ -94,7 +110,7 @@ def cases() -> list[Case]:
         out.append(Case("gemm", f"{m}x{n}x{k}", dict(M=m, N=n, K=k), GEMM_BIG))
     for m in (16, 128):
         for n in (14336, 4096):
-            out.append(Case("gemm", f"skinny {m}x{n}x4096", dict(M=m, N=n, K=4096), GEMM_SKINNY))
+            out.append(Case("gemm", f"skinny {m}x{n}x4096", dict(M=m, N=n, K=4096), GEMM_SKINNY[m]))
     attn = dict(B=4, HQ=32, HKV=32, S=4096, SKV=4096, D=128, CAUSAL=1, VARLEN=0)
     out += [
         Case("attention", "B4 H32 S4k D128 causal", attn, ATTN),
@@ -138,7 +154,11 @@ def lower_all(family: Any, tiles: dict[str, int]) -> list[Any]:
 
     fe = TileFrontend()
     out = []
-    for entry in getattr(family, "entries", None) or (family.entry,):
+    if hasattr(family, "entries_for"):  # GEMM: split-K policies run two kernels
+        entries = family.entries_for(tiles)
+    else:
+        entries = getattr(family, "entries", None) or (family.entry,)
+    for entry in entries:
         ir = fe.parse(family.source(), entry, str(family.source_path))
         names = {c.name for c in ir.constexprs}
         out.append(

@@ -30,6 +30,9 @@ MODEL = "roofline-occupancy v1"
 ITER_OVERHEAD_INSTR = 24  # loop control, address increments, masks, waitcnt, barrier
 VECTOR_BYTES = 16  # widest per-lane load/store (dwordx4)
 REG_OVERHEAD = 48  # addresses, masks, indices beside the tiles themselves
+# bandwidth one CU/SM can draw, as a multiple of its fair share (HBM / CUs): on the H200
+# a 32-program skinny GEMM streamed 1.4 TB/s, ~1.4x the share of 32 of 132 SMs
+PER_CU_BW_SHARE = 1.5
 
 
 @dataclass
@@ -183,8 +186,10 @@ def _tiled_seconds(
     report: CompileReport | None,
 ) -> float:
     m, n, k = int(shape["M"]), int(shape["N"]), int(shape["K"])
-    tiles = _ceil(m, t.bm) * _ceil(n, t.bn)
-    k_iters = _ceil(k, t.bk)
+    # split-K: SPLIT programs per output tile, each over a K/SPLIT range
+    split = max(1, int(shape.get("SPLIT", 1)))
+    tiles = _ceil(m, t.bm) * _ceil(n, t.bn) * split
+    k_iters = _ceil(_ceil(k, t.bk), split)
 
     # residency: registers (or the compiler's occupancy) and LDS bound workgroups per CU
     regs = _report_value(report, "registers") or _registers(t, e, spec)
@@ -232,11 +237,19 @@ def _tiled_seconds(
     # memory: tiled A/B traffic + C + spill round trips, at a latency-limited bandwidth
     slots = spec.cus * per_cu
     traffic = _ab_traffic(m, n, k, t, slots, e) + m * n * e
+    if split > 1:  # zero-fill, atomic adds and the cast read an fp32 workspace (+ a launch)
+        traffic += m * n * 4 * (split + 2)
     traffic += spills * 4 * spec.wave_size * t.num_warps * 2 * k_iters * tiles
-    in_flight = spec.cus * active * (t.bm + t.bn) * t.bk * e * max(1, t.num_stages - 1)
+    running = min(tiles, spec.cus * active)  # programs resident at once
+    in_flight = running * (t.bm + t.bn) * t.bk * e * max(1, t.num_stages - 1)
     bw = spec.hbm_tbps * 1e12
     bw *= spec.sustained_bw * min(1.0, in_flight / (bw * spec.mem_latency_ns * 1e-9))
+    # one CU pulls at most PER_CU_BW_SHARE times its fair share of HBM bandwidth: a grid
+    # that leaves CUs idle cannot stream at the full rate
+    busy = min(spec.cus, tiles)
+    bw = min(bw, spec.hbm_tbps * 1e12 * spec.sustained_bw * PER_CU_BW_SHARE * busy / spec.cus)
     memory = traffic / bw
 
     overlap = 1.0 if (t.num_stages >= 2 or waves_per_simd >= 2) else 0.5
-    return max(compute, memory) + (1 - overlap) * min(compute, memory)
+    extra_launches = 2 * spec.launch_us * 1e-6 if split > 1 else 0.0  # the fill and the cast
+    return max(compute, memory) + (1 - overlap) * min(compute, memory) + extra_launches

@@ -73,6 +73,33 @@ class GemmFamily(DSLKernelFamily):
         a, b = inputs["a"], inputs["b"]
         return {"cuBLAS (torch.matmul)": lambda: torch.matmul(a, b)}
 
+    def entries_for(self, tiles: dict[str, int]) -> tuple[str, ...]:
+        """The kernels a policy runs: split-K (a SPLIT tile) is two, otherwise `gemm`."""
+        return ("gemm_splitk", "gemm_cast") if "SPLIT" in tiles else (self.entry,)
+
+    def tensor_dtypes(self, dtype: str) -> dict[str, str]:
+        """Split-K's workspace accumulates in fp32 whatever C's dtype."""
+        return {"ws": "fp32"}
+
+    def program(self, launch: Any, inputs: dict[str, Any], tiles: dict[str, int]) -> None:
+        """Split-K: zero an fp32 workspace (a fill, not arithmetic), add every K range's
+        partial tile into it (`gemm_splitk`), round it into C (`gemm_cast`)."""
+        import torch
+
+        if "SPLIT" not in tiles:
+            launch(self.entry, inputs)
+            return
+        a, c = inputs["a"], inputs["c"]
+        ws = torch.zeros(c.shape, dtype=torch.float32, device=c.device)
+        launch("gemm_splitk", {"a": a, "b": inputs["b"], "ws": ws})
+        launch("gemm_cast", {"ws": ws, "c": c})
+
+    def gemm_problems(self, shape: dict[str, int], tiles: dict[str, int]) -> list[dict[str, int]]:
+        """For the cost model: split-K runs SPLIT programs per output tile, each over K/SPLIT."""
+        m, n, k = self._dims(shape)
+        split = int(tiles.get("SPLIT", 1))
+        return [{"M": m, "N": n, "K": k, "SPLIT": split}]
+
     def flops(self, shape: dict[str, int]) -> float:
         m, n, k = self._dims(shape)
         return 2.0 * m * n * k

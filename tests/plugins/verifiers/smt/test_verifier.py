@@ -107,7 +107,9 @@ def _cli(*args: str) -> tuple[int, dict]:
 
 
 def test_cli_exit_codes(tmp_path):
-    code, out, _ = _cli(str(GEMM), "--policy", "BM=64,BN=64,BK=32,GROUP=8", "--num-warps", "4")
+    code, out, _ = _cli(
+        str(GEMM), "--kernel", "gemm", "--policy", "BM=64,BN=64,BK=32,GROUP=8", "--num-warps", "4"
+    )
     assert (code, out["status"], out["kernel"]) == (0, "verified", "gemm") and out["seconds"] > 0
     planted = HERE / "planted" / "wrong_k_offset.py"
     code, out, _ = _cli(str(planted))

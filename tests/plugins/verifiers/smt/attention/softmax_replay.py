@@ -95,17 +95,26 @@ class RowRun:
             self.vals[op.out.id] = fn(self.vals[op.x.id], axis=op.axis)
         elif isinstance(op, Dot):
             a, b = self.vals[op.a.id], self.vals[op.b.id]
-            if op.a.id not in {o.out.id for o in self.ir.walk() if isinstance(o, Load)}:
-                self.vblocks.append(b)  # P·V: p is computed, v is loaded
+            v_loads = {
+                o.out.id
+                for o in self.ir.walk()
+                if isinstance(o, Load) and o.view.tensor.name == "v"
+            }
+            if op.b.id in v_loads:
+                self.vblocks.append(b)  # P·V: its right operand is a block of V
             out = a @ b
             self.vals[op.out.id] = out if op.acc is None else out + self.vals[op.acc.id]
+            if op.out.id in self.reduced:  # an unmasked block's scores are the dot itself
+                self.scores.append(self.vals[op.out.id])
         elif isinstance(op, Elementwise):
             self.elementwise(op)
         elif isinstance(op, Loop):
-            stop = op.stop if isinstance(op.stop, int) else op.stop.evaluate(self.env)
+            start, stop = (
+                b if isinstance(b, int) else b.evaluate(self.env) for b in (op.start, op.stop)
+            )
             for c in op.carried:
                 self.vals[c.arg.id] = self.vals[c.init.id]
-            for n in range(stop):
+            for n in range(start, stop):
                 self.env[op.var.name] = n
                 self.run(op.body)
                 for c in op.carried:
