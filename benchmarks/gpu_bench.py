@@ -62,10 +62,11 @@ GEMM_SKINNY = {
     ],
 }
 ATTN = [
-    dict(BM=128, BN=64, w=8, s=3),
     dict(BM=128, BN=128, w=8, s=3),
+    dict(BM=128, BN=64, w=8, s=3),
+    dict(BM=128, BN=128, w=8, s=2),
     dict(BM=64, BN=64, w=4, s=3),
-    dict(BM=64, BN=32, w=4, s=2),
+    dict(BM=128, BN=32, w=4, s=3),
 ]
 # --sweep: every combination (the planner's job, done here by brute force)
 ATTN_SWEEP = [
@@ -80,6 +81,7 @@ MOE_PREFILL = [
     dict(BM=64, BN=128, BK=64, w=4, s=3),
     dict(BM=128, BN=128, BK=64, w=8, s=3),
     dict(BM=64, BN=64, BK=64, w=4, s=4),
+    dict(BM=128, BN=128, BK=64, w=8, s=4),
 ]
 MOE_DECODE = [
     dict(BM=16, BN=64, BK=128, w=4, s=4),

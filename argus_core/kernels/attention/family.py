@@ -39,6 +39,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 SHAPE_KEYS: tuple[str, ...] = ("B", "HQ", "HKV", "S", "SKV", "D", "CAUSAL", "VARLEN")
 
 # q is drawn with this standard deviation (k, v unit normal), so scores q·k/sqrt(D) have std
+LOG2E = 1.4426950408889634  # exp(x) == exp2(x * log2(e))
 # Q_GAIN at any D: peaked enough that outputs are O(1) and that skipping the rescale by a
 # new running max is visible, small enough that exp() is far from overflow.
 Q_GAIN = 2.0
@@ -195,7 +196,7 @@ class AttentionFamily(DSLKernelFamily):
         Varlen (VARLEN=1): the B sequences are packed along the sequence axis of a batch of
         one, q [1, HQ, total_q, D], k and v [1, HKV, total_k, D], with `cu_seqlens_q`,
         `cu_seqlens_k` (int32 [B + 1], cumulative lengths from 0) and `max_seqlen_q` (== S).
-        Scalars: `scale` = 1/sqrt(D) and `causal` (0/1, CAUSAL). Drawn on the CPU from `seed`, then moved to `device`.
+        Scalars: `scale` = 1/sqrt(D), `qk_scale` = log2(e)/sqrt(D) and `causal` (0/1, CAUSAL). Drawn on the CPU from `seed`, then moved to `device`.
         """
         import torch
 
@@ -223,6 +224,9 @@ class AttentionFamily(DSLKernelFamily):
             "o": torch.empty_like(q, device=device),
             "lse": torch.empty(batch, dims.hq, nq, dtype=torch.float32, device=device),
             "scale": 1.0 / math.sqrt(dims.d),
+            # the same scale times log2(e), for kernels whose softmax runs in base 2: one
+            # multiply per score (a kernel takes whichever of the two it declares)
+            "qk_scale": LOG2E / math.sqrt(dims.d),
             "causal": int(dims.causal),
             **extra,
         }

@@ -8,8 +8,8 @@ h // (HQ // HKV). Causal (`causal != 0`) is bottom-right aligned: query row i se
 only when j <= i + (SKV - S) (the last query sees every key; needs S <= SKV), and key blocks
 wholly after the query block's last visible key are never visited. The key loop is split in
 two: blocks every row of the query block sees whole run without a mask; only the diagonal
-blocks (causal) and the ragged last block pay for one. The scale (and log2 e) is folded
-into the Q tile once.
+blocks (causal) and the ragged last block pay for one. `qk_scale` is the softmax scale
+times log2(e): one multiply per score.
 
 Invariants (ghost code, erased by the lowering; proved by `verifier=smt`, docs/verifier.md):
 preconditions (`al.requires`), the KV head each K/V tile is read from, the keys that reach
@@ -20,7 +20,6 @@ written once are implied by the ops themselves.
 
 from argus_plugins.dsl.tile import lang as al
 
-LOG2E = 1.4426950408889634  # exp(x) == exp2(x * log2(e))
 LN2 = 0.6931471805599453
 
 
@@ -33,7 +32,7 @@ def sees(row, key, s, skv, causal):
 @al.kernel
 def attention(q: al.Tensor["B", "HQ", "S", "D"], k: al.Tensor["B", "HKV", "SKV", "D"],
               v: al.Tensor["B", "HKV", "SKV", "D"], o: al.Tensor["B", "HQ", "S", "D"],
-              lse: al.Tensor["B", "HQ", "S"], scale: al.f32, causal: al.i32,
+              lse: al.Tensor["B", "HQ", "S"], qk_scale: al.f32, causal: al.i32,
               BM: al.constexpr, BN: al.constexpr, HEAD_D: al.constexpr):
     pm, b, h = al.program_ids((al.cdiv(q.shape[2], BM), q.shape[0], q.shape[1]))
     al.requires((q.shape[1] % k.shape[1]).eq(0))  # GQA: HQ is a multiple of HKV
@@ -42,8 +41,7 @@ def attention(q: al.Tensor["B", "HQ", "S", "D"], k: al.Tensor["B", "HKV", "SKV",
     al.requires(causal.eq(0) | (q.shape[2] <= k.shape[2]))  # causal needs S <= SKV
     hk = h // (q.shape[1] // k.shape[1])  # the KV head this query head reads (GQA)
     kv_head = h // (q.shape[1] // k.shape[1])  # spec (ghost): query head h reads KV head h // G
-    # the softmax scale and log2(e) folded into Q once (scores come out in base 2)
-    qt = (al.load(q[b, h].tile(BM, HEAD_D)[pm, 0]) * scale * LOG2E).to(q.dtype)
+    qt = al.load(q[b, h].tile(BM, HEAD_D)[pm, 0])
     m_i = al.full((BM,), float("-inf"), al.f32)
     l_i = al.zeros((BM,), al.f32)
     acc = al.zeros((BM, HEAD_D), al.f32)
@@ -59,7 +57,7 @@ def attention(q: al.Tensor["B", "HQ", "S", "D"], k: al.Tensor["B", "HKV", "SKV",
         vt = al.load(v[b, hk].tile(BN, HEAD_D)[n, 0])
         al.assert_tag(lambda b_, g, d, j: b_.eq(b) & g.eq(kv_head), kt, arity=4)
         al.assert_tag(lambda b_, g, j, d: b_.eq(b) & g.eq(kv_head), vt, arity=4)
-        s = al.dot(qt, kt)
+        s = al.dot(qt, kt) * qk_scale  # base-2 scores: qk_scale = scale * log2(e)
         m_new = al.maximum(m_i, al.max(s, 1))
         p = al.exp2(s - m_new[:, None])
         al.assert_tag(lambda b_, h_, r, j: sees(r, j, q.shape[2], k.shape[2], causal), p, arity=4)
@@ -72,7 +70,7 @@ def attention(q: al.Tensor["B", "HQ", "S", "D"], k: al.Tensor["B", "HKV", "SKV",
         vt2 = al.load(v[b, hk].tile(BN, HEAD_D)[n2, 0])
         al.assert_tag(lambda b_, g, d, j: b_.eq(b) & g.eq(kv_head), kt2, arity=4)
         al.assert_tag(lambda b_, g, j, d: b_.eq(b) & g.eq(kv_head), vt2, arity=4)
-        s2 = al.dot(qt, kt2)
+        s2 = al.dot(qt, kt2) * qk_scale
         i, j = al.indices((BM, BN))
         key = n2 * BN + j
         visible = (key < k.shape[2]) & (causal.eq(0) | (pm * BM + i + shift >= key))
