@@ -59,6 +59,12 @@ GEMM_SKINNY = {
         dict(BM=128, BN=64, BK=64, SPLIT=2, w=4, s=4),
         dict(BM=128, BN=64, BK=64, SPLIT=4, w=4, s=4),
         dict(BM=128, BN=128, BK=64, SPLIT=4, w=8, s=3),
+        dict(BM=64, BN=64, BK=128, GROUP=8, w=4, s=4),
+        dict(BM=64, BN=64, BK=64, SPLIT=2, w=4, s=4),
+        dict(BM=128, BN=32, BK=128, GROUP=8, w=4, s=4),
+        dict(BM=64, BN=128, BK=128, GROUP=8, w=4, s=3),
+        dict(BM=64, BN=256, BK=64, GROUP=8, w=8, s=3),
+        dict(BM=64, BN=64, BK=64, GROUP=8, w=4, s=5),
     ],
 }
 ATTN = [
@@ -67,6 +73,12 @@ ATTN = [
     dict(BM=128, BN=128, w=8, s=2),
     dict(BM=64, BN=64, w=4, s=3),
     dict(BM=128, BN=32, w=4, s=3),
+    dict(BM=128, BN=32, w=4, s=4),
+    dict(BM=128, BN=64, w=4, s=3),
+    dict(BM=128, BN=128, w=8, s=4),
+    dict(BM=128, BN=64, w=8, s=4),
+    dict(BM=128, BN=32, w=8, s=3),
+    dict(BM=64, BN=128, w=4, s=3),
 ]
 # --sweep: every combination (the planner's job, done here by brute force)
 ATTN_SWEEP = [
