@@ -89,6 +89,7 @@ class TrackingConfig:
     experiment: str = "argus"
     artifact_location: str | None = None
     run_name: str | None = None
+    sweep_name: str | None = None  # a multirun's readable name (default: its sweep directory's)
 
 
 @dataclass

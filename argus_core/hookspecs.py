@@ -64,6 +64,13 @@ def argus_config_search_paths() -> list[str]:
     its own options for any config group (conf/backend/<name>.yaml, ...)."""
 
 
+@hookspec
+def argus_kb_paths() -> list[str]:
+    """Extra knowledge-base folders whose `*.md` entries load next to the built-in `kb/`:
+    a directory path, or "pkg://my_plugin/kb" (a folder inside an importable package).
+    An entry's id must be unique across every folder (`argus_core.kb`, docs/kb.md)."""
+
+
 # --------------------------------------------------------------------------- events
 
 

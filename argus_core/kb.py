@@ -3,8 +3,10 @@
 An entry is YAML front matter (the fields of `Technique`, schema in `docs/kb.md`) followed
 by Markdown prose. Loading validates every entry against a `Vocabulary`: the kernel
 families' tiles and shape symbols (`conf/kernel/*.yaml`) and the targets' policy spaces
-(the registered backends), so an entry can only name options that exist. Planners call
-`load()` once and then `query(family=..., target=..., kind=...)`. No network, no LLM.
+(the registered backends), so an entry can only name options that exist. Plugin packages
+add folders of entries (`argus_kb_paths`) and kernel families and backends the vocabulary
+then knows. Planners call `load()` once and then `query(family=..., target=..., kind=...)`.
+No network, no LLM.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import yaml
 
 from argus_core.errors import ArgusError, choices_error
 
-FAMILIES = ("gemm", "attention", "moe")
+FAMILIES = ("gemm", "attention", "moe")  # built in; plugin families join in `Vocabulary`
 TARGETS = ("mi300x", "hopper")
 ANY = "any"
 KINDS = ("policy", "rewrite")
@@ -204,35 +206,101 @@ def eval_condition(tree: ast.Expression, values: Mapping[str, int]) -> bool | No
 @dataclass(frozen=True)
 class Vocabulary:
     """What entries may name: per family its tile constants and shape symbols, per target
-    its compiler options and their valid values."""
+    its compiler options and their valid values, and per backend name its KB target
+    (`backend_targets`, over `TARGET_OF_BACKEND`). The families are the keys of `tiles`."""
 
     tiles: Mapping[str, frozenset[str]]
     shapes: Mapping[str, frozenset[str]]
     policy_spaces: Mapping[str, Mapping[str, tuple[Any, ...]]]
+    backend_targets: Mapping[str, str | None] = field(default_factory=dict)
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The built-in families, then plugin-provided ones in discovery order."""
+        return tuple(dict.fromkeys((*FAMILIES, *self.tiles)))
 
     @classmethod
     def discover(cls) -> Vocabulary:
-        """Tiles and shapes from `conf/kernel/<family>.yaml`; policy spaces from the
-        registered backends (`argus_register_backends`), grouped by KB target."""
+        """Tiles and shapes from `conf/kernel/<family>.yaml` (the built-in families, and
+        every registered kernel family whose option a plugin's config search path holds);
+        policy spaces from the registered backends (`argus_register_backends`), grouped by
+        KB target (a backend's `kb_target` attribute, else `TARGET_OF_BACKEND`)."""
         import argus_conf
-        from argus_core.plugin_manager import Registry, default_plugin_manager
+        from argus_core.plugin_manager import (
+            Registry,
+            config_search_paths,
+            default_plugin_manager,
+        )
 
+        pm = default_plugin_manager()
+        registry = Registry(pm)
+        conf_dirs = [Path(argus_conf.__file__).parent]
+        conf_dirs += [p for p in map(_search_path_dir, config_search_paths(pm)) if p]
         tiles: dict[str, frozenset[str]] = {}
         shapes: dict[str, frozenset[str]] = {}
-        for fam in FAMILIES:
-            path = Path(argus_conf.__file__).parent / "kernel" / f"{fam}.yaml"
+        for fam in dict.fromkeys((*FAMILIES, *registry.names("kernel"))):
+            path = _kernel_option(fam, conf_dirs)
+            if path is None:
+                if fam in FAMILIES:
+                    raise KBError(f"no config option conf/kernel/{fam}.yaml for family {fam!r}")
+                continue  # a registered family without a config option cannot be run
             cfg = yaml.safe_load(path.read_text()) or {}
-            tiles[fam] = frozenset(cfg.get("tiles", {}))
-            shapes[fam] = frozenset(cfg.get("shape", {}))
+            tiles[fam] = frozenset(cfg.get("tiles") or {})
+            shapes[fam] = frozenset(cfg.get("shape") or {})
         spaces: dict[str, dict[str, tuple[Any, ...]]] = {t: {} for t in TARGETS}
-        for name, backend in Registry(default_plugin_manager()).all("backend").items():
-            target = TARGET_OF_BACKEND.get(name)
+        targets: dict[str, str | None] = dict(TARGET_OF_BACKEND)
+        for name, backend in registry.all("backend").items():
+            target = getattr(backend, "kb_target", TARGET_OF_BACKEND.get(name))
+            if target is not None and target not in TARGETS:
+                raise KBError(f"backend {name!r}: " + choices_error("kb_target", target, TARGETS))
+            if name in targets or target is not None:
+                targets[name] = target
             if target is None or not hasattr(backend, "policy_space"):
                 continue
             for opt, vals in backend.policy_space().items():
                 merged = spaces[target].get(opt, ()) + tuple(vals)
                 spaces[target][opt] = tuple(dict.fromkeys(merged))
-        return cls(tiles, shapes, spaces)
+        return cls(tiles, shapes, spaces, targets)
+
+
+def _kernel_option(family: str, conf_dirs: Sequence[Path]) -> Path | None:
+    """`kernel/<family>.yaml` in the first config folder that has it (Hydra's order)."""
+    for folder in conf_dirs:
+        if (folder / "kernel" / f"{family}.yaml").is_file():
+            return folder / "kernel" / f"{family}.yaml"
+    return None
+
+
+def _search_path_dir(spec: str) -> Path | None:
+    """The folder of a Hydra search path ("pkg://a.conf", "file:///x/conf"); None if it
+    names no importable package or existing folder (Hydra then skips it as well)."""
+    try:
+        return resolve_location(spec)
+    except KBError:
+        return None
+
+
+def resolve_location(spec: str | Path) -> Path:
+    """The folder a KB or config location names: a path, "file://PATH", or
+    "pkg://package/sub/dir" ("pkg://package.sub" as Hydra writes it also works).
+    KBError naming `spec` if the package cannot be imported or the folder does not exist."""
+    text = str(spec)
+    if text.startswith("file://"):
+        folder = Path(text[len("file://") :])
+    elif text.startswith("pkg://"):
+        from importlib.resources import files
+
+        module, _, sub = text[len("pkg://") :].partition("/")
+        try:
+            root = files(module)
+        except (ModuleNotFoundError, TypeError) as exc:
+            raise KBError(f"location {text!r}: cannot import package {module!r} ({exc})") from None
+        folder = Path(str(root)) / sub if sub else Path(str(root))
+    else:
+        folder = Path(text)
+    if not folder.is_dir():
+        raise KBError(f"knowledge-base folder {text!r} does not exist")
+    return folder
 
 
 # --------------------------------------------------------------------------- techniques
@@ -336,10 +404,20 @@ class Technique:
 
 
 class KnowledgeBase:
-    """The loaded entries, by id; queried by family, target, kind, topic and status."""
+    """The loaded entries, by id; queried by family, target, kind, topic and status.
 
-    def __init__(self, techniques: Iterable[Technique]):
+    `families` and `backend_targets` are what queries may name (default: the built-ins;
+    `load()` passes its vocabulary's, plugin families and backends included)."""
+
+    def __init__(
+        self,
+        techniques: Iterable[Technique],
+        families: Sequence[str] = FAMILIES,
+        backend_targets: Mapping[str, str | None] | None = None,
+    ):
         self._by_id = {t.id: t for t in sorted(techniques, key=lambda t: t.id)}
+        self.families = tuple(dict.fromkeys((*FAMILIES, *families)))
+        self.backend_targets = {**TARGET_OF_BACKEND, **(backend_targets or {})}
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -374,17 +452,17 @@ class KnowledgeBase:
         backend name such as `h200`; its own or `any`), of action `kind`, with `topic`
         and `status`, whose checkable preconditions do not fail for `shape`. None: no
         filter. Sorted by id. An unknown family, target, kind or status is a KBError."""
-        _check_choice("family", family, FAMILIES)
+        _check_choice("family", family, self.families)
         _check_choice("kind", kind, KINDS)
         _check_choice("status", status, STATUSES)
         want_target: str | None = None
         if target is not None:
             if target in TARGETS:
                 want_target = target
-            elif target in TARGET_OF_BACKEND:
-                want_target = TARGET_OF_BACKEND[target] or ANY
+            elif target in self.backend_targets:
+                want_target = self.backend_targets[target] or ANY
             else:
-                raise KBError(choices_error("target", target, (*TARGETS, *TARGET_OF_BACKEND)))
+                raise KBError(choices_error("target", target, (*TARGETS, *self.backend_targets)))
         out = []
         for t in self:
             if family and family not in t.families and ANY not in t.families:
@@ -410,35 +488,62 @@ def _check_choice(kind: str, value: str | None, valid: Sequence[str]) -> None:
 
 # ------------------------------------------------------------------------------ loading
 
+_SINGULAR = {"families": "family", "targets": "target", "invariants": "invariant"}
 _FRONT = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*\n?(.*)\Z", re.S)
 
 
 def default_paths() -> list[Path]:
-    """`ARGUS_KB_PATH` (folders separated by os.pathsep) if set, else the repository's
-    `kb/` folder beside the `argus_core` package."""
+    """The built-in folder, then every plugin's (`plugin_paths()`). The built-in folder
+    is `ARGUS_KB_PATH` (folders separated by os.pathsep) if set, else the repository's
+    `kb/` beside the `argus_core` package (an installed wheel's `argus_kb`)."""
     env = os.environ.get("ARGUS_KB_PATH")
     if env:
-        return [Path(p) for p in env.split(os.pathsep) if p]
-    beside = Path(__file__).resolve().parent.parent / "kb"  # a checkout or an editable install
-    if beside.is_dir():
-        return [beside]
-    from importlib.resources import files  # an installed wheel ships kb/ as `argus_kb`
+        builtin = [Path(p) for p in env.split(os.pathsep) if p]
+    else:
+        beside = Path(__file__).resolve().parent.parent / "kb"  # a checkout or editable install
+        if beside.is_dir():
+            builtin = [beside]
+        else:
+            from importlib.resources import files  # an installed wheel ships kb/ as `argus_kb`
 
-    return [Path(str(files("argus_kb")))]
+            builtin = [Path(str(files("argus_kb")))]
+    return builtin + [p for p in plugin_paths() if p not in builtin]
+
+
+def plugin_paths(pm: Any = None) -> list[Path]:
+    """The folders plugin packages add through `argus_kb_paths` (default manager: the
+    installed plugins). KBError naming the plugin for a location that does not resolve."""
+    if pm is None:
+        from argus_core.plugin_manager import default_plugin_manager
+
+        pm = default_plugin_manager()
+    out: list[Path] = []
+    # one implementation at a time, in registration order, so a bad location names the
+    # plugin that gave it
+    for impl in pm.hook.argus_kb_paths.get_hookimpls():
+        for spec in impl.function() or []:
+            try:
+                folder = resolve_location(spec)
+            except KBError as exc:
+                raise KBError(f"plugin {impl.plugin_name!r}: {exc}") from None
+            if folder not in out:
+                out.append(folder)
+    return out
 
 
 def load(
     path: str | Path | Sequence[str | Path] | None = None, vocab: Vocabulary | None = None
 ) -> KnowledgeBase:
-    """Every `*.md` entry of the folder(s) `path` (default: `default_paths()`), validated
-    against `vocab` (default: `Vocabulary.discover()`). The first malformed entry raises a
-    KBError naming its file and field; two entries with one id are an error too."""
+    """Every `*.md` entry of the folder(s) `path` (default: `default_paths()`, plugin
+    folders included; each a path or a "pkg://package/dir" location), validated against
+    `vocab` (default: `Vocabulary.discover()`). The first malformed entry raises a KBError
+    naming its file and field; an id defined in two files is an error naming both."""
     if path is None:
         folders = default_paths()
     elif isinstance(path, (str, Path)):
-        folders = [Path(path)]
+        folders = [resolve_location(path)]
     else:
-        folders = [Path(p) for p in path]
+        folders = [resolve_location(p) for p in path]
     vocab = vocab or Vocabulary.discover()
     seen: dict[str, Technique] = {}
     for folder in folders:
@@ -449,7 +554,7 @@ def load(
             if tech.id in seen:
                 raise KBError(f"id {tech.id!r} is also defined in {seen[tech.id].path}", file, "id")
             seen[tech.id] = tech
-    return KnowledgeBase(seen.values())
+    return KnowledgeBase(seen.values(), vocab.families, vocab.backend_targets)
 
 
 def parse_entry(file: str | Path, vocab: Vocabulary) -> Technique:
@@ -493,7 +598,7 @@ class _Validator:
         tid = self.text("id")
         if tid != self.file.stem:
             raise self.fail("id", f"id {tid!r} must equal the file name's stem {self.file.stem!r}")
-        families = self.choices("families", FAMILIES)
+        families = self.choices("families", self.vocab.families)
         targets = self.choices("targets", TARGETS)
         if not body:
             raise self.fail("body", "the entry has no prose after the front matter")
@@ -533,7 +638,7 @@ class _Validator:
         allowed = (*valid, ANY) if allow_any else tuple(valid)
         for x in items:
             if x not in allowed:
-                raise self.fail(fld, choices_error(fld.rstrip("s"), x, allowed))
+                raise self.fail(fld, choices_error(_SINGULAR.get(fld, fld), x, allowed))
         if ANY in items and len(items) > 1:
             raise self.fail(fld, f"'any' stands alone, got {list(items)}")
         return items

@@ -7,9 +7,10 @@ from typing import Any
 from argus_core.hookspecs import hookimpl
 from argus_core.kernels.attention import AttentionFamily
 from argus_core.kernels.gemm import GemmFamily
+from argus_core.kernels.kernelbench import KernelBenchFamily
 from argus_core.kernels.moe import MoEFamily
 
 
 @hookimpl
 def argus_register_kernels() -> list[Any]:
-    return [GemmFamily(), AttentionFamily(), MoEFamily()]
+    return [GemmFamily(), AttentionFamily(), MoEFamily(), KernelBenchFamily()]

@@ -8,14 +8,21 @@ logs one warning and the run goes on untracked.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; sweeps there run one job at a time
+    fcntl = None  # type: ignore[assignment]
 
 import argus_core
 from argus_core.hookspecs import hookimpl
@@ -32,6 +39,7 @@ from argus_core.tracking.config import (
     is_local_uri,
 )
 from argus_core.tracking.metadata import git_commit
+from argus_core.tracking.sweep import current_job
 from argus_core.types import CandidateResult, RunInfo
 
 log = logging.getLogger("argus.tracking")
@@ -50,12 +58,41 @@ def _import_mlflow() -> Any:
     return mlflow
 
 
+def open_client(uri: str) -> Any:
+    """An MlflowClient for `uri` whose store is ready to use (tables created).
+
+    The jobs of a sweep (joblib workers, several processes) may all open a new SQLite store
+    at once, and MLflow's table creation is not safe against that ("table ... already
+    exists"): for a SQLite store, the first use is serialized with a lock file beside it.
+    """
+    mlflow = _import_mlflow()
+    with _sqlite_lock(uri):
+        return mlflow.MlflowClient(tracking_uri=uri)  # creates or migrates the store
+
+
+@contextlib.contextmanager
+def _sqlite_lock(uri: str) -> Iterator[None]:
+    path = uri.removeprefix("sqlite:///") if uri.startswith("sqlite:///") else None
+    if path is None or fcntl is None:  # a server serializes its own store; no flock here
+        yield
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{path}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 class MlflowTracker:
     """Listener for the event hooks; register it with the plugin manager for one invocation."""
 
     def __init__(self, cfg: Any, run_dir: str, cwd: str | None = None):
         self.settings = MlflowSettings.from_config(cfg, cwd)
         self.run_dir = run_dir
+        # a job of a multirun: its parent run is tagged and named for the sweep
+        self.job = current_job(field(cfg, "sweep_name"))
         self.experiment_id: str | None = None
         self.parent_run_id: str | None = None
         self.error: str | None = None  # the first tracking failure, if any
@@ -105,6 +142,11 @@ class MlflowTracker:
         else:
             run_path = f"#/experiments/{self.experiment_id}/runs/{self.parent_run_id}"
             lines.append(f"Open the UI: {uri.rstrip('/')}/{run_path}")
+        if self.job is not None:
+            lines.append(
+                f"Sweep '{self.job.sweep_name}': its runs have the tag "
+                f"argus.sweep_id = '{self.job.sweep_id}'"
+            )
         if self.error is not None:
             lines.append(f"MLflow tracking incomplete: {self.error}")
         return lines
@@ -112,14 +154,17 @@ class MlflowTracker:
     # ------------------------------------------------------------------ the work
 
     def _start(self, run: RunInfo) -> None:
-        mlflow = _import_mlflow()
+        client = open_client(self.settings.uri)
         from mlflow.entities import Param
 
-        client = mlflow.MlflowClient(tracking_uri=self.settings.uri)
         experiment_id = self._experiment(client)
-        name = self.settings.run_name or (
-            f"{run.kernel}-{run.planner}-{time.strftime('%Y%m%d-%H%M%S')}"
-        )
+        if self.settings.run_name:
+            name = self.settings.run_name
+        elif self.job is not None:
+            name = self.job.run_name(run.kernel, run.planner)
+        else:
+            name = f"{run.kernel}-{run.planner}-{time.strftime('%Y%m%d-%H%M%S')}"
+
         parent = client.create_run(
             experiment_id, tags=self._parent_tags(run), run_name=clip(name, MAX_RUN_NAME_LENGTH)
         )
@@ -158,6 +203,8 @@ class MlflowTracker:
         commit = git_commit()
         if commit:
             tags["mlflow.source.git.commit"] = commit
+        if self.job is not None:
+            tags.update(self.job.tags())
         tags.update(run.tags)
         return {clean_key(k): clip(v, MAX_TAG_VALUE_LENGTH) for k, v in tags.items()}
 

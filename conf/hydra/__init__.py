@@ -1,0 +1,1 @@
+"""Argus presets of Hydra's own config groups (`hydra/launcher=argus_slurm`)."""

@@ -1,0 +1,1 @@
+"""Launcher presets: `hydra/launcher=argus_slurm` (hydra-submitit-launcher)."""

@@ -1,0 +1,37 @@
+"""An example Argus plugin: the `row_softmax` kernel family, the `mi300x_lowocc` backend,
+their config options and a knowledge-base entry.
+
+Argus imports this module through the entry point `rowsoftmax = "argus_rowsoftmax"` of
+the group `argus` and registers the hook implementations below with its plugin manager.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from argus_core.hookspecs import hookimpl
+from argus_rowsoftmax.backend import Mi300xLowOccBackend
+from argus_rowsoftmax.family import RowSoftmaxFamily
+
+__all__ = ["Mi300xLowOccBackend", "RowSoftmaxFamily"]
+
+
+@hookimpl
+def argus_register_kernels() -> list[Any]:
+    return [RowSoftmaxFamily()]
+
+
+@hookimpl
+def argus_register_backends() -> list[Any]:
+    return [Mi300xLowOccBackend()]
+
+
+@hookimpl
+def argus_config_search_paths() -> list[str]:
+    # conf/kernel/row_softmax.yaml and conf/backend/mi300x_lowocc.yaml join Argus's groups
+    return ["pkg://argus_rowsoftmax.conf"]
+
+
+@hookimpl
+def argus_kb_paths() -> list[str]:
+    return ["pkg://argus_rowsoftmax/kb"]

@@ -1,0 +1,1 @@
+"""Config options this plugin adds to Argus's groups (found through hydra.searchpath)."""

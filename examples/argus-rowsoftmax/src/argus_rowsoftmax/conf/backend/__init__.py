@@ -1,0 +1,1 @@
+"""Options of the `backend` config group shipped by this plugin."""

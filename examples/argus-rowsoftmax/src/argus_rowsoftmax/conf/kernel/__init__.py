@@ -1,0 +1,1 @@
+"""Options of the `kernel` config group shipped by this plugin."""

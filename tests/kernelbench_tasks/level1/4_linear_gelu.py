@@ -1,0 +1,24 @@
+"""GELU (tanh approximation) of a Linear layer."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BATCH, IN_FEATURES, OUT_FEATURES = 40, 96, 64
+
+
+class Model(nn.Module):
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.fc = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.fc(x), approximate="tanh")
+
+
+def get_inputs():
+    return [torch.randn(BATCH, IN_FEATURES)]
+
+
+def get_init_inputs():
+    return [IN_FEATURES, OUT_FEATURES]
