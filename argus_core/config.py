@@ -97,6 +97,9 @@ class EvaluateConfig:
     correctness: str = "auto"  # one of CORRECTNESS_CHOICES
     trials: int = 2
     timeout_s: float = 300.0
+    # wall-clock limit of tracing an LLM-written candidate in its sandboxed child process
+    # (None: ARGUS_TRACE_TIMEOUT_S if set, else 20 s)
+    trace_timeout_s: float | None = None
 
 
 @dataclass
@@ -120,6 +123,19 @@ def register_schemas() -> None:
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name=SCHEMA_NAME, node=ArgusConfig)
+    if not OmegaConf.has_resolver("argus_dirname"):
+        OmegaConf.register_new_resolver("argus_dirname", job_dirname)
+
+
+MAX_DIRNAME = 120  # characters of a sweep job's directory name (filesystems allow 255)
+
+
+def job_dirname(overrides: str) -> str:
+    """A sweep job's directory name from Hydra's `override_dirname`: one path component
+    (a value such as `kernel.source=dir/k.py` or `tracking.uri=sqlite:///x.db` would
+    otherwise nest directories), clipped to MAX_DIRNAME characters."""
+    name = re.sub(r"[/\\:]+", "_", overrides) or "default"
+    return name[:MAX_DIRNAME]
 
 
 def schema_at(path: str) -> Any:
@@ -196,6 +212,9 @@ def check_values(cfg: DictConfig) -> None:
             raise ConfigError(f"invalid {key} {value!r}; must be an integer >= 1")
     if cfg.evaluate.timeout_s <= 0:
         raise ConfigError(f"invalid evaluate.timeout_s {cfg.evaluate.timeout_s!r}; must be > 0")
+    trace_limit = cfg.evaluate.get("trace_timeout_s")
+    if trace_limit is not None and trace_limit <= 0:
+        raise ConfigError(f"invalid evaluate.trace_timeout_s {trace_limit!r}; must be > 0")
 
 
 def check_plugins(cfg: DictConfig, plugin_names: Callable[[str], list[str]]) -> None:

@@ -94,7 +94,9 @@ class Stages:
             if cand.origin == "llm":  # an LLM's code: checked, then traced in a child process
                 from argus_core.sandbox import parse_candidate
 
-                irs = parse_candidate(self.dsl, cand, entries)
+                irs = parse_candidate(
+                    self.dsl, cand, entries, cfg.evaluate.get("trace_timeout_s")
+                )
             else:
                 irs = [self.dsl.parse(cand.source, entry, filename) for entry in entries]
             stage = "policy"

@@ -318,15 +318,18 @@ def trace_all_in_child(
     return reply["irs"]
 
 
-def parse_candidate(dsl: Any, cand: Any, entries: Sequence[str]) -> list[Any]:
+def parse_candidate(
+    dsl: Any, cand: Any, entries: Sequence[str], timeout_s: float | None = None
+) -> list[Any]:
     """The IR of each of `entries` in an LLM candidate's source: `check_source`, then one
-    child trace (`trace_all_in_child`, the default time limit). A candidate without source
-    fails with its `note` (the planner's reason: no code in the reply, a failed request)."""
+    child trace (`trace_all_in_child`, killed after `timeout_s`; None: the default limit).
+    A candidate without source fails with its `note` (the planner's reason: no code in the
+    reply, a failed request)."""
     filename = f"<{cand.id}>"
     if not cand.source.strip():
         raise DSLError(cand.note or "no code: the candidate's source is empty", f"{filename}:1")
     check_source(cand.source, filename)
-    return trace_all_in_child(cand.source, entries, filename, dsl=dsl)
+    return trace_all_in_child(cand.source, entries, filename, timeout_s, dsl=dsl)
 
 
 # classes the IR is made of; anything else in a child's reply is refused

@@ -29,7 +29,7 @@ RUNNERS: dict[str, tuple[str, dict[str, str | None]]] = {
 STDERR_TAIL = 3000
 
 
-def _child_env(runner: str) -> dict[str, str]:
+def child_env(runner: str) -> dict[str, str]:
     env = dict(os.environ)
     ensure_triton_cache_dir()
     env["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"]
@@ -41,7 +41,7 @@ def _child_env(runner: str) -> dict[str, str]:
     return env
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
     # the worker leads its own session, so this reaches anything it started too
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -95,14 +95,14 @@ def check_correctness(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=_child_env(runner),
+        env=child_env(runner),
         start_new_session=True,
         text=True,
     )
     try:
         out, err = proc.communicate(json.dumps(request), timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         proc.communicate()
         report.error = f"timeout after {timeout_s:g}s"
         report.seconds = time.perf_counter() - start

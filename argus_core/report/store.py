@@ -131,9 +131,9 @@ class Scope:
 
 def import_mlflow() -> Any:
     """mlflow with telemetry off and its schema-migration chatter quiet (as the tracker)."""
-    from argus_core.tracking.mlflow_tracker import _import_mlflow
+    from argus_core.tracking.mlflow_tracker import import_mlflow
 
-    return _import_mlflow()
+    return import_mlflow()
 
 
 def local_store_path(uri: str) -> str | None:

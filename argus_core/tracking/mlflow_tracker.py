@@ -1,6 +1,6 @@
 """The MLflow listener: one parent run per invocation, one child run per candidate.
 
-mlflow is imported only inside these methods (`_import_mlflow`), so importing this module
+mlflow is imported only inside these methods (`import_mlflow`), so importing this module
 costs nothing and machines without mlflow can still run Argus with `tracking=none`.
 Every hook is best effort: a tracking failure (store unreachable, bad URI, mlflow missing)
 logs one warning and the run goes on untracked.
@@ -47,7 +47,7 @@ log = logging.getLogger("argus.tracking")
 END_STATUSES = ("FINISHED", "FAILED", "KILLED")
 
 
-def _import_mlflow() -> Any:
+def import_mlflow() -> Any:
     # telemetry off before the first import reads it; the user's own choice wins
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     import mlflow
@@ -65,7 +65,7 @@ def open_client(uri: str) -> Any:
     at once, and MLflow's table creation is not safe against that ("table ... already
     exists"): for a SQLite store, the first use is serialized with a lock file beside it.
     """
-    mlflow = _import_mlflow()
+    mlflow = import_mlflow()
     with _sqlite_lock(uri):
         return mlflow.MlflowClient(tracking_uri=uri)  # creates or migrates the store
 

@@ -45,7 +45,12 @@ def test_every_option_composes(group: str, option: str):
 def test_defaults_and_gemm_values():
     cfg = compose(["+kernel=gemm"])
     assert (cfg.budget, cfg.seed, cfg.progress) == (8, 0, "auto")
-    assert cfg.evaluate == {"correctness": "auto", "trials": 2, "timeout_s": 300.0}
+    assert cfg.evaluate == {
+        "correctness": "auto",
+        "trials": 2,
+        "timeout_s": 300.0,
+        "trace_timeout_s": None,
+    }
     chosen = {g: cfg[g].name for g in GROUPS[1:]}
     assert chosen == {
         "dsl": "tile",
@@ -90,7 +95,7 @@ def test_kernel_is_appended_not_a_default():
             ["+kernel=gemm", "kernel.dtpye=bf16"],
             ["'kernel.dtpye'", "name, dtype, shape, check_shapes"],
         ),
-        (["budgte=3"], ["'budgte'", "budget, seed, progress, evaluate"]),
+        (["budgte=3"], ["'budgte'", "budget, seed, progress, resume, evaluate"]),
         (["evaluate.trails=3"], ["'evaluate.trails'", "correctness, trials, timeout_s"]),
         (["+kernel=gemm", "kernel.shape.Q=3"], ["'kernel.shape.Q'", "M, N, K"]),
         (["budget=abc"], ["invalid value 'abc' for budget", "expected int"]),
@@ -115,6 +120,7 @@ def test_composition_errors_name_the_value_and_the_choices(overrides, expected):
         ("progress=loud", f"invalid progress 'loud'; valid choices: {', '.join(PROGRESS_CHOICES)}"),
         ("evaluate.correctness=gpu", f"valid choices: {', '.join(CORRECTNESS_CHOICES)}"),
         ("budget=0", "invalid budget 0; must be an integer >= 1"),
+        ("evaluate.trace_timeout_s=0", "invalid evaluate.trace_timeout_s 0.0; must be > 0"),
         ("evaluate.trials=0", "invalid evaluate.trials 0"),
         ("evaluate.timeout_s=0", "invalid evaluate.timeout_s 0.0"),
     ],

@@ -16,7 +16,7 @@ from typing import Any
 from argus_core.errors import ConfigError, choices_error
 
 # the runner table, child environment and group kill are the generic correctness worker's
-from argus_core.evaluate.correctness import RUNNERS, STDERR_TAIL, _child_env, _kill_group
+from argus_core.evaluate.correctness import RUNNERS, STDERR_TAIL, child_env, kill_group
 from argus_core.kernels.kernelbench import static_check
 from argus_core.types import CorrectnessReport
 
@@ -86,14 +86,14 @@ def run_worker(request: dict[str, Any], runner: str, timeout_s: float) -> dict[s
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        env=_child_env(runner),
+        env=child_env(runner),
         start_new_session=True,  # so a timeout kills everything the candidate started
         text=True,
     )
     try:
         out, err = proc.communicate(json.dumps(request), timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         proc.communicate()
         return {"ok": False, "error": f"timeout after {timeout_s:g}s", "seconds_wall": timeout_s}
     wall = time.perf_counter() - start

@@ -8,9 +8,17 @@ An action changes a few names of a policy. Two sources:
 - a **grid neighbour** (`NEIGHBOUR`): one tile constant or compiler option moved to another
   value of its list in the configs (`kernel.tiles`, the backend's `policy_grid`).
 
+- a **KB rewrite** (kind `rewrite`, status `ready`) that has a rule in `REWRITE_RULES` and
+  whose rewritten program the family's kernel module defines: it switches the candidate to
+  that program and sets its constant (`split_k`: the GEMM module's `gemm_splitk` +
+  `gemm_cast`, SPLIT from the entry's `splits`), dropping the constants the rewritten
+  program does not take (GROUP). No LLM is involved: the rewritten kernels are DSL code
+  the verifier proves like any other.
+
 An action is offered from a policy only when the policy it yields differs from that
 policy, satisfies the technique's checkable preconditions and `when` over the shape and
-the new policy's values, and passes `backend.validate_policy`.
+the new policy's values, is consistent with the program it selects, and passes
+`backend.validate_policy`.
 """
 
 from __future__ import annotations
@@ -28,18 +36,49 @@ NEIGHBOUR = "grid_neighbour"  # the pseudo-technique of grid-neighbour actions
 
 
 @dataclass(frozen=True)
+class RewriteRule:
+    """How a KB `rewrite` is carried out without an LLM: the family's kernel module holds the
+    rewritten program (`entries`); a policy selects it by carrying `adds`, and the program
+    does not take the constants in `removes`."""
+
+    name: str
+    families: tuple[str, ...]
+    adds: str  # the rewritten program's own constant (its values: the entry's `param`)
+    param: str  # the KB entry's parameter listing the values of `adds`
+    removes: tuple[str, ...]
+    entries: tuple[str, ...]
+
+
+REWRITE_RULES: dict[str, RewriteRule] = {
+    "split_k": RewriteRule(
+        "split_k", ("gemm",), "SPLIT", "splits", ("GROUP",), ("gemm_splitk", "gemm_cast")
+    ),
+}
+
+
+def consistent(policy: Policy) -> bool:
+    """False when a policy mixes a rewritten program's constant with one it does not take
+    (SPLIT with GROUP): no program of the family has both."""
+    return not any(
+        r.adds in policy.tiles and any(x in policy.tiles for x in r.removes)
+        for r in REWRITE_RULES.values()
+    )
+
+
+@dataclass(frozen=True)
 class Action:
-    """Set `tiles` and `compiler` names to these values; `technique` says why."""
+    """Set `tiles` and `compiler` names to these values and drop the tiles in `drop`;
+    `technique` says why."""
 
     technique: str
     tiles: tuple[tuple[str, int], ...] = ()
     compiler: tuple[tuple[str, Any], ...] = ()
+    drop: tuple[str, ...] = ()
 
     def apply(self, policy: Policy) -> Policy:
-        """`policy` with this action's values set (other names unchanged)."""
-        return Policy(
-            {**policy.tiles, **dict(self.tiles)}, {**policy.compiler, **dict(self.compiler)}
-        )
+        """`policy` with this action's values set and `drop` removed (others unchanged)."""
+        tiles = {k: v for k, v in policy.tiles.items() if k not in self.drop}
+        return Policy({**tiles, **dict(self.tiles)}, {**policy.compiler, **dict(self.compiler)})
 
     def note(self) -> str:
         """'technique: BM=16 num_stages=3', what a candidate's `note` says."""
@@ -78,9 +117,17 @@ def applicable_techniques(
     """Ready policy techniques for `family` on `backend` whose checkable preconditions do
     not fail for `shape`. A family or backend the KB does not know gets only the entries
     written for `any` family or target."""
-    fam = family if family in kb.FAMILIES else None
+    fam = family if family in base.families else None
     tgt = backend if backend in kb.TARGET_OF_BACKEND else None
-    found = base.query(family=fam, target=tgt, kind="policy", status="ready", shape=dict(shape))
+    found = base.query(family=fam, target=tgt, status="ready", shape=dict(shape))
+    found = [
+        t
+        for t in found
+        if t.action.kind == "policy"
+        or (
+            t.action.rewrite in REWRITE_RULES and family in REWRITE_RULES[t.action.rewrite].families
+        )
+    ]
     if fam is None:
         found = [t for t in found if kb.ANY in t.families]
     if tgt is None:
@@ -137,6 +184,7 @@ class ActionSpace:
         self.compiler = {k: list(v) for k, v in compiler.items()}
         # a technique setting a tile this kernel lacks would fail the pipeline's check
         self.techniques = {t.id: t for t in techniques if set(t.action.tiles) <= set(self.tiles)}
+        self.entries: frozenset[str] = frozenset()  # kernels the family's module defines
 
     @classmethod
     def from_ctx(cls, ctx: Mapping[str, Any], base: kb.KnowledgeBase | None = None) -> ActionSpace:
@@ -145,7 +193,7 @@ class ActionSpace:
         kernel_cfg = ctx["kernel_cfg"]
         shape = {str(k): int(v) for k, v in dict(kernel_cfg.get("shape") or {}).items()}
         base = base if base is not None else kb.load()
-        return cls(
+        space = cls(
             family.name,
             backend,
             shape,
@@ -153,6 +201,18 @@ class ActionSpace:
             grid_lists(ctx["backend_cfg"], "policy_grid"),
             applicable_techniques(base, family.name, backend.name, shape),
         )
+        space.entries = defined_kernels(family)
+        # a rewrite is offered only where the family's module holds the rewritten program
+        space.techniques = {
+            tid: t
+            for tid, t in space.techniques.items()
+            if t.action.kind != "rewrite"
+            or (
+                hasattr(family, "entries_for")
+                and set(REWRITE_RULES[t.action.rewrite].entries) <= space.entries
+            )
+        }
+        return space
 
     def start(self) -> Policy:
         return start_policy(self.tiles, self.compiler)
@@ -162,7 +222,10 @@ class ActionSpace:
         return [*sorted(self.techniques), NEIGHBOUR]
 
     def valid(self, policy: Policy) -> bool:
-        """True when the backend accepts `policy` (`validate_policy` does not raise)."""
+        """True when `policy` selects one program consistently and the backend accepts it
+        (`validate_policy` does not raise)."""
+        if not consistent(policy):
+            return False
         try:
             self.backend.validate_policy(policy)
         except ArgusError:
@@ -186,6 +249,9 @@ class ActionSpace:
 
     def _technique(self, tid: str, policy: Policy) -> Iterable[Action]:
         tech = self.techniques[tid]
+        if tech.action.kind == "rewrite":
+            yield from self._rewrite(tid, tech, policy)
+            return
         names = [*tech.action.tiles, *tech.action.compiler]
         lists = [*tech.action.tiles.values(), *tech.action.compiler.values()]
         n_tiles = len(tech.action.tiles)
@@ -198,8 +264,18 @@ class ActionSpace:
             if _holds(tech, _int_values(self.shape, action.apply(policy))):
                 yield action
 
+    def _rewrite(self, tid: str, tech: kb.Technique, policy: Policy) -> Iterable[Action]:
+        rule = REWRITE_RULES[tech.action.rewrite]
+        values = tech.action.params.get(rule.param, [])
+        for v in values if isinstance(values, list) else [values]:
+            action = Action(tid, tiles=((rule.adds, int(v)),), drop=rule.removes)
+            if _holds(tech, _int_values(self.shape, action.apply(policy))):
+                yield action
+
     def _neighbours(self, policy: Policy) -> Iterable[Action]:
         for name, values in self.tiles.items():
+            if name not in policy.tiles:  # a rewritten program without this constant
+                continue
             for v in values:
                 if policy.tiles.get(name) != v:
                     yield Action(NEIGHBOUR, tiles=((name, v),))
@@ -207,6 +283,22 @@ class ActionSpace:
             for v in values:
                 if policy.compiler.get(name) != v:
                     yield Action(NEIGHBOUR, compiler=((name, v),))
+
+
+def defined_kernels(family: Any) -> frozenset[str]:
+    """Names of the @al.kernel functions in the family's DSL module (read, not run)."""
+    import ast
+
+    try:
+        tree = ast.parse(family.source())
+    except (OSError, SyntaxError, AttributeError):
+        return frozenset()
+    return frozenset(
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+        and any(ast.unparse(d).endswith("kernel") for d in node.decorator_list)
+    )
 
 
 def make_candidate(

@@ -1,11 +1,13 @@
-"""The LLM path of `planner=icrl`: the model writes DSL kernels and repairs violated ones.
+"""The LLM path of `planner=icrl`: the model writes DSL kernels and repairs failed ones.
 
 `LLMPolicy` builds the prompt (the DSL's rules and the family's own kernel as the example;
 the task, the best candidate so far with its report, the episode history with rewards,
 the KB techniques for this family and target), asks for one fenced python block, and
-turns the reply into a `Candidate(origin="llm")` under the best policy so far. A violated
-candidate's counterexamples go back verbatim (`verify.summary` and the JSON) in a repair
-request, within `repair_budget` repairs per lineage. The reply's code is never run here:
+turns the reply into a `Candidate(origin="llm")` under the best policy so far. A failed
+candidate goes back in a repair request, within `repair_budget` repairs per lineage: a
+violated one with its counterexamples verbatim (`verify.summary` and the JSON), one that
+failed to parse or trace, lower, compile or compute the right values with that error (and
+its largest errors against the reference). The reply's code is never run here:
 the pipeline parses `origin="llm"` candidates through `argus_core.sandbox`.
 """
 
@@ -56,6 +58,25 @@ Rules of a DSL module:
 Answer with exactly one fenced ```python block holding the complete module, then at most
 one line saying what you changed.
 """
+
+
+# failures an LLM can repair from the error text (policy and internal errors are ours)
+REPAIRABLE = ("parse", "lower", "compile", "correctness")
+REPAIR_HINTS = {
+    "parse": "Fix it so that the module traces as DSL code (only the DSL's imports and "
+    "builtins are allowed; the trace has a time limit).\n",
+    "lower": "Fix the construct the lowering rejects.\n",
+    "compile": "Fix what the compiler rejects (shapes, dtypes, resources the target lacks).\n",
+    "correctness": "The kernel verified but computes the wrong values: check the arithmetic "
+    "(scaling, accumulation dtype, masks' `other` values) against the task.\n",
+}
+
+
+def failure_stage(result: CandidateResult) -> str:
+    """The pipeline stage a failure names (`"compile: ..."` -> "compile"); "" if none."""
+    failure = result.failure or ""
+    head = failure.split(":", 1)[0].strip()
+    return head if ":" in failure and head.isidentifier() else ""
 
 
 def extract_code(text: str | None) -> str | None:
@@ -123,9 +144,10 @@ class LLMPolicy:
         family, backend = ctx["family"], ctx["backend"]
         kcfg = ctx["kernel_cfg"]
         shape = {str(k): int(v) for k, v in dict(kcfg.get("shape") or {}).items()}
-        fam = family.name if family.name in kb.FAMILIES else None
+        base = kb.load()
+        fam = family.name if family.name in base.families else None
         tgt = backend.name if backend.name in kb.TARGET_OF_BACKEND else None
-        found = kb.load().query(family=fam, target=tgt, shape=shape)
+        found = base.query(family=fam, target=tgt, shape=shape)
         return cls(
             client=ctx["llm"],
             family=family,
@@ -191,16 +213,37 @@ class LLMPolicy:
         policy: Policy,
         history: Sequence[str],
     ) -> list[dict[str, str]]:
+        """The repair request for a failed LLM candidate: its source and, verbatim, what
+        failed — the verifier's counterexamples, or the parse/trace, lowering, compile or
+        correctness error with its numbers."""
         v = violated.verify
-        cex = json.dumps(v.counterexamples, indent=2, default=str)
-        ask = (
-            f"Your candidate {violated.candidate.id} FAILED verification. Its source:\n"
-            f"```python\n{violated.candidate.source.rstrip()}\n```\n"
-            f"Counterexample:\n{v.summary}\n"
-            f"Counterexamples (JSON):\n```json\n{cex}\n```\n"
-            "Repair the kernel so that this invariant holds; change only what the "
-            "counterexample points at. Answer with the complete corrected module."
-        )
+        source = f"```python\n{violated.candidate.source.rstrip()}\n```\n"
+        if v.status == "violated":
+            cex = json.dumps(v.counterexamples, indent=2, default=str)
+            ask = (
+                f"Your candidate {violated.candidate.id} FAILED verification. Its source:\n"
+                f"{source}"
+                f"Counterexample:\n{v.summary}\n"
+                f"Counterexamples (JSON):\n```json\n{cex}\n```\n"
+                "Repair the kernel so that this invariant holds; change only what the "
+                "counterexample points at. Answer with the complete corrected module."
+            )
+        else:
+            stage = failure_stage(violated)
+            detail = ""
+            c = violated.correctness
+            if stage == "correctness" and c is not None:
+                detail = (
+                    f"Largest errors against the PyTorch reference: abs {c.max_abs_err:.3g}, "
+                    f"rel {c.max_rel_err:.3g}.\n"
+                )
+            ask = (
+                f"Your candidate {violated.candidate.id} FAILED at the {stage} stage. Its "
+                f"source:\n{source}"
+                f"The error:\n{violated.failure}\n{detail}"
+                f"{REPAIR_HINTS.get(stage, '')}"
+                "Answer with the complete corrected module."
+            )
         return [
             self.system_message(),
             {"role": "user", "content": f"{self.context(best, policy, history)}\n\n{ask}"},
@@ -224,9 +267,14 @@ class LLMPolicy:
         return cand
 
     def wants_repair(self, result: CandidateResult) -> bool:
-        """True for a violated LLM candidate whose lineage has repairs left."""
+        """True for a failed LLM candidate (violated, or failed to parse, lower, compile or
+        check correct) whose lineage has repairs left."""
         cid = result.candidate.id
-        if result.verify.status != "violated" or cid not in self.lineage or not self.active:
+        if cid not in self.lineage or not self.active:
+            return False
+        if result.verify.status != "violated" and failure_stage(result) not in REPAIRABLE:
+            return False
+        if "the LLM request failed" in (result.failure or ""):  # nothing of its to repair
             return False
         return self.repairs_used.get(self.lineage[cid], 0) < self.repair_budget
 
@@ -243,10 +291,8 @@ class LLMPolicy:
         used = self.repairs_used.get(root, 0) + 1
         policy = violated.candidate.policy
         messages = self.repair_messages(violated, best, policy, history)
-        note = (
-            f"llm-repair {used}/{self.repair_budget} of {violated.candidate.id}: "
-            f"{violated.verify.summary[:200]}"
-        )
+        why = violated.verify.summary if violated.verify.status == "violated" else violated.failure
+        note = f"llm-repair {used}/{self.repair_budget} of {violated.candidate.id}: {why[:200]}"
         cand = self._ask(cid, messages, policy, violated.candidate.id, REPAIR, note)
         if cand is not None:
             self.repairs_used[root] = used

@@ -25,7 +25,14 @@ from argus_core import sandbox
 from argus_core.errors import ConfigError, DSLError
 from argus_core.llm import ReplayClient, load_transcript
 from argus_core.plugin_manager import Registry, default_plugin_manager
-from argus_core.types import Candidate, CandidateResult, Policy, TimingReport, VerifyReport
+from argus_core.types import (
+    Candidate,
+    CandidateResult,
+    CorrectnessReport,
+    Policy,
+    TimingReport,
+    VerifyReport,
+)
 from argus_plugins.dsl.tile.frontend import TileFrontend
 from argus_plugins.planners.icrl import IcrlPlanner
 from argus_plugins.planners.icrl.actions import grid_lists, start_policy
@@ -299,6 +306,7 @@ def test_llm_options_are_checked(planner_ctx, tmp_path):
 
 FAST = ["+kernel=gemm", "planner=icrl", "planner.options.llm=true", "llm=replay"]
 FAST += ["tracking=none", "evaluate.trials=1", "progress=off", "seed=0"]
+FAST += ["evaluate.trace_timeout_s=3"]  # the infinite loop's trace is killed after 3 s
 MALFORMED = {  # transcript -> what the failure says
     "llm_no_code.json": "parse: <c002>:1: no code: the LLM's reply holds no fenced ```python",
     "llm_not_dsl.json": "parse: <c002>:1: not DSL: the module defines no @al.kernel",
@@ -314,7 +322,7 @@ def e2e(tmp_path_factory):
     transcripts (one job each). Returns {name: (CompletedProcess, run dir)} and the cwd."""
     root = tmp_path_factory.mktemp("icrl_llm")
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "HYDRA_FULL_ERROR": "0"}
-    env["ARGUS_TRACE_TIMEOUT_S"] = "3"
+    env.pop("ARGUS_TRACE_TIMEOUT_S", None)  # the limit comes from the config (FAST)
     env.pop("TRITON_INTERPRET", None)
     values = f"planner.options.values_path={root / 'values.json'}"
     repair = root / "repair"
@@ -383,7 +391,8 @@ def test_malformed_reply_fails_its_candidate_and_the_run_goes_on(e2e, name):
     root, done, _, sweep = e2e
     out, code = done["malformed"]
     assert code == 0, out[-3000:]
-    job = sweep / str(list(MALFORMED).index(name))
+    # a sweep job's directory is "<job number>_<its overrides>"
+    (job,) = sweep.glob(f"{list(MALFORMED).index(name)}_*")
     assert name in (job / ".hydra" / "overrides.yaml").read_text()
     results = json.loads((job / "results.json").read_text())
     assert [r["candidate"]["id"] for r in results] == ["c001", "c002"]
@@ -395,3 +404,40 @@ def test_malformed_reply_fails_its_candidate_and_the_run_goes_on(e2e, name):
     # the forbidden code never ran: what it would have created is not there
     assert not (root / "argus_marker_import_os").exists()
     assert not (root / "argus_marker_open").exists()
+
+
+@pytest.mark.parametrize(
+    ("failure", "stage", "says"),
+    [
+        ("compile: ptxas error: too many resources requested", "compile", "too many resources"),
+        (
+            "correctness: trial 0 shape {'M': 67}: 12 of 3015 elements wrong",
+            "correctness",
+            "abs 0.5",
+        ),
+        ("parse: <c002>:9: name not allowed in DSL code: 'open'", "parse", "'open'"),
+    ],
+)
+def test_failed_llm_kernel_is_repaired_from_its_error(planner_ctx, tmp_path, failure, stage, says):
+    """Not only violated invariants: a kernel that fails to parse, compile or compute the
+    right values goes back to the LLM with that error verbatim, within the repair budget."""
+    block = f"```python\n{KERNEL}```"
+    session, client = _session(
+        planner_ctx, tmp_path, [_reply(block)] * 3, repair_budget=1, llm_every=1
+    )
+    (start,) = session.propose(1)
+    session.observe(_ok(start, 1.0))
+    (first,) = session.propose(1)
+    bad = CandidateResult(candidate=first, failure=failure, reward=-0.5)
+    bad.verify = VerifyReport(status="verified" if stage != "parse" else "skipped")
+    if stage == "correctness":
+        bad.correctness = CorrectnessReport(ok=False, max_abs_err=0.5, max_rel_err=2.0)
+    session.observe(bad)
+    (fix,) = session.propose(1)
+    assert (fix.techniques, fix.parent) == (["llm-repair"], first.id)
+    request = client.transcript()[-1]["messages"][-1]["content"]
+    assert f"FAILED at the {stage} stage" in request and failure in request and says in request
+    assert first.source.strip().splitlines()[-1] in request  # its source goes back too
+    session.observe(CandidateResult(candidate=fix, failure=failure, reward=-0.5))
+    (nxt,) = session.propose(1)  # the budget of one repair is spent: a new kernel
+    assert nxt.techniques == ["llm"]
