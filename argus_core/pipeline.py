@@ -94,9 +94,7 @@ class Stages:
             if cand.origin == "llm":  # an LLM's code: checked, then traced in a child process
                 from argus_core.sandbox import parse_candidate
 
-                irs = parse_candidate(
-                    self.dsl, cand, entries, cfg.evaluate.get("trace_timeout_s")
-                )
+                irs = parse_candidate(self.dsl, cand, entries, cfg.evaluate.get("trace_timeout_s"))
             else:
                 irs = [self.dsl.parse(cand.source, entry, filename) for entry in entries]
             stage = "policy"
