@@ -122,7 +122,7 @@ class Stages:
 
         try:
             lowered = [
-                self.dsl.lower(ir, pol, backend.lowering, dict(backend.lowering_options))
+                self.dsl.lower(ir, pol, backend.lowering, self._lowering_options(backend))
                 for ir, pol in zip(irs, policies)
             ]
         except ArgusError as exc:
@@ -168,6 +168,14 @@ class Stages:
             if hasattr(family, "with_baseline"):  # kernelbench: the eager Model's estimate
                 res.timing = family.with_baseline(res.timing, backend)
 
+    def _lowering_options(self, backend: Any) -> dict[str, Any]:
+        """The backend's lowering options; an fp32 run asks for IEEE fp32 dots (NVIDIA's
+        default for fp32 `tl.dot` is TF32, ~1e-3 off, which fp32 tolerances reject)."""
+        options = dict(backend.lowering_options)
+        if self.cfg.kernel.dtype == "fp32":
+            options.setdefault("dot_input_precision", "ieee")
+        return options
+
     def _verify(self, ir: Any, policy: Policy) -> VerifyReport:
         """The verifier's report; a verifier that breaks on a kernel proves nothing about it
         (`unknown`), which does not stop the candidate unless fail_on_unknown is set."""
@@ -197,7 +205,7 @@ class Stages:
             interp = self.registry.get("backend", "interpret")
             runner = "interpret"
             lowered = [
-                self.dsl.lower(ir, pol, interp.lowering, dict(interp.lowering_options))
+                self.dsl.lower(ir, pol, interp.lowering, self._lowering_options(interp))
                 for ir, pol in zip(irs, policies)
             ]
         shapes = [dict(s) for s in self.cfg.kernel.check_shapes] or [dict(self.cfg.kernel.shape)]

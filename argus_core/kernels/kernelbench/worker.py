@@ -113,17 +113,19 @@ def model_new_dtype(dtype: str) -> Any:
 
 
 def _measure(runner: Any, model: Any, inputs: list[Any], timing: dict[str, Any]) -> dict[str, Any]:
-    """do_bench medians of the candidate and of the eager Model forward on the same inputs,
-    in the format `pipeline._measured` reads."""
+    """Medians of the candidate and of the eager Model forward on the same inputs, timed the
+    same way as every family (`argus_core.evaluate.timing.bench`: CUDA-graph replay under a
+    millisecond, so neither side is timed as its Python launch cost), in the format
+    `pipeline._measured` reads."""
     import torch
-    import triton.testing
 
+    from argus_core.evaluate.timing import bench
     from argus_core.kernels.kernelbench import reference
 
     like = _flat(reference.run_model(model, inputs))[0]
     with torch.no_grad():
-        ms = triton.testing.do_bench(lambda: runner(inputs, like), return_mode="median")
-        torch_ms = triton.testing.do_bench(lambda: model(*inputs), return_mode="median")
+        ms = bench(lambda: runner(inputs, like), warmup_ms=25, rep_ms=100)
+        torch_ms = bench(lambda: model(*inputs), warmup_ms=25, rep_ms=100)
     flops, nbytes = float(timing.get("flops") or 0), float(timing.get("bytes") or 0)
     return {
         "ms": ms,

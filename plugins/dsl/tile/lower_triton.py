@@ -228,6 +228,9 @@ class _Emitter:
             if self.options.get("dot_upcast_fp32"):
                 a, b = f"{a}.to(tl.float32)", f"{b}.to(tl.float32)"
             acc = f", {self.name(op.acc)}" if op.acc is not None else ""
+            prec = self.options.get("dot_input_precision")  # "ieee": no TF32 for fp32 operands
+            if prec:
+                acc += f", input_precision={prec!r}"
             self.emit(ind, f"{self.name(op.out)} = tl.dot({a}, {b}{acc})", op)
         elif isinstance(op, Cast):
             self.emit(
