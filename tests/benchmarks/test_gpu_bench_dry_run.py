@@ -3,6 +3,8 @@ cross-compiled for sm_90 (the harness checked without a GPU)."""
 
 from __future__ import annotations
 
+import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +49,37 @@ def test_every_case_cross_compiles_for_mi300x_without_spills(tmp_path):
     for row in rows:
         vgprs, spills, lds, occ, mfma, buffer_loads = (int(v) for v in row[-6:])
         assert spills == 0 and lds <= 64 * 1024 and mfma > 0 and vgprs > 0, row
+
+
+def test_merge_reports_each_target_met_or_missed_by_how_much(tmp_path):
+    """`--merge`: the recorded H200 runs' table and one verdict line per issue target,
+    recomputed from the JSON (each case's best ratio against its own run's baselines)."""
+    results = ROOT / "benchmarks" / "results"
+    full = results / "2026-11-29-h200-b.json"
+    extra = results / "2026-11-29-h200-b-extra.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "gpu_bench.py"),
+            "--merge",
+            str(full),
+            str(extra),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = {ln.split(":")[0]: ln for ln in proc.stdout.splitlines() if ln.startswith("target ")}
+    assert len(lines) == 6, proc.stdout
+    assert "MISSED by" in lines["target attention vs fastest library"]
+    # the verdict follows the numbers: recompute attention's geomean from the JSON
+    cases = [c for r in (full, extra) for c in json.loads(r.read_text())["cases"]]
+    best: dict[str, float] = {}
+    for c in cases:
+        if c["family"] == "attention" and c.get("best"):
+            b = c["best"]
+            best[c["name"]] = max(best.get(c["name"], 0), min(b["baselines"].values()) / b["ms"])
+    gm = math.exp(sum(map(math.log, best.values())) / len(best))
+    assert f"{gm:.2f}x" in lines["target attention vs fastest library"]
