@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs a command against this checkout on the GPU machine, whose image has torch and Triton
 # but not this package installed: the import names argus_plugins/argus_conf are made as
-# links to plugins/ and conf/, and wheels carried in .whl/ (hydra, omegaconf, z3) installed
-# into /tmp/site if present.
+# links to plugins/ and conf/, and wheels carried in .whl/ (benchmarks/device_wheels.sh:
+# hydra, omegaconf, antlr4, z3, mlflow-skinny and its needs) installed into /tmp/site if present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p /tmp/argus-pkgs

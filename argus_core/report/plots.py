@@ -8,6 +8,7 @@ global backend is switched in the caller's process.
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,9 @@ def write_plots(rows: list[Row], out_dir: Path, title: str) -> list[Path]:
             for row in task_rows:
                 for run in row.runs:
                     draw(ax, run, row, colours[_label(row)])
-            ax.set_title(f"{task} ({_kind_label(task_rows)})", fontsize=9)
+            # long task names (every shape symbol) wrap instead of running off the figure
+            label = textwrap.fill(f"{task} ({_kind_label(task_rows)})", width=60)
+            ax.set_title(label, fontsize=9)
             ax.set_xlabel("candidate index")
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # indices are whole numbers
             ax.set_ylabel(ylabel)
