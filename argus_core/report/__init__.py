@@ -81,7 +81,7 @@ def default_uri() -> str:
     """The store `argus` writes to when `tracking.uri` is null (the tracker's own rule)."""
     from argus_core.tracking.config import MlflowSettings
 
-    return MlflowSettings.from_config(None).uri
+    return MlflowSettings.from_config(None, create=False).uri
 
 
 def make_report(args: argparse.Namespace) -> int:

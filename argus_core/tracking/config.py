@@ -48,12 +48,14 @@ class MlflowSettings:
     run_name: str | None  # None: made from the run's kernel and planner when it starts
 
     @classmethod
-    def from_config(cls, cfg: Any, cwd: str | None = None) -> MlflowSettings:
-        """Read the group; the default SQLite store's directory is created here."""
+    def from_config(cls, cfg: Any, cwd: str | None = None, create: bool = True) -> MlflowSettings:
+        """Read the group; the default SQLite store's directory is created here unless
+        `create` is False (a reader such as `argus report` must not make one)."""
         base = Path(cwd or os.getcwd()).resolve() / ".argus"
         uri = field(cfg, "uri")
         if uri is None:
-            base.mkdir(parents=True, exist_ok=True)
+            if create:
+                base.mkdir(parents=True, exist_ok=True)
             uri = f"sqlite:///{base / 'mlflow.db'}"
         artifacts = field(cfg, "artifact_location")
         if artifacts is None and is_local_uri(uri):
