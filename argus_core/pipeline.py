@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from argus_core.errors import ArgusError, ConfigError
 from argus_core.plugin_manager import Registry, default_plugin_manager
 from argus_core.types import (
+    LOWERING_OPTIONS,
     Candidate,
     CandidateResult,
     CompileReport,
@@ -122,7 +123,7 @@ class Stages:
 
         try:
             lowered = [
-                self.dsl.lower(ir, pol, backend.lowering, self._lowering_options(backend))
+                self.dsl.lower(ir, pol, backend.lowering, self._lowering_options(backend, pol))
                 for ir, pol in zip(irs, policies)
             ]
         except ArgusError as exc:
@@ -168,12 +169,21 @@ class Stages:
             if hasattr(family, "with_baseline"):  # kernelbench: the eager Model's estimate
                 res.timing = family.with_baseline(res.timing, backend)
 
-    def _lowering_options(self, backend: Any) -> dict[str, Any]:
-        """The backend's lowering options; an fp32 run asks for IEEE fp32 dots (NVIDIA's
-        default for fp32 `tl.dot` is TF32, ~1e-3 off, which fp32 tolerances reject)."""
+    def _lowering_options(self, backend: Any, policy: Policy | None = None) -> dict[str, Any]:
+        """The backend's lowering options, the policy's lowering options (Hopper: tma,
+        warp_specialize, persistent — as programs, per SM of the candidate's target), and
+        for an fp32 run IEEE fp32 dots (NVIDIA's default for fp32 `tl.dot` is TF32, ~1e-3
+        off, which fp32 tolerances reject)."""
         options = dict(backend.lowering_options)
         if self.cfg.kernel.dtype == "fp32":
             options.setdefault("dot_input_precision", "ieee")
+        if policy is not None:
+            for key in LOWERING_OPTIONS:
+                if policy.compiler.get(key):
+                    options[key] = policy.compiler[key]
+            if options.get("persistent"):
+                sms = getattr(getattr(self.backend, "spec", None), "cus", None) or 132
+                options["persistent_programs"] = int(options["persistent"]) * int(sms)
         return options
 
     def _verify(self, ir: Any, policy: Policy) -> VerifyReport:
@@ -205,7 +215,7 @@ class Stages:
             interp = self.registry.get("backend", "interpret")
             runner = "interpret"
             lowered = [
-                self.dsl.lower(ir, pol, interp.lowering, self._lowering_options(interp))
+                self.dsl.lower(ir, pol, interp.lowering, self._lowering_options(interp, pol))
                 for ir, pol in zip(irs, policies)
             ]
         shapes = [dict(s) for s in self.cfg.kernel.check_shapes] or [dict(self.cfg.kernel.shape)]

@@ -98,6 +98,17 @@ class Param:
         return cls(d["name"], d["kind"], tuple(d["binding"]), d.get("dtype", ""))
 
 
+# policy options read by the lowering, not by Triton's compiler or launcher (Hopper):
+# `tma` (plain tile views through TMA descriptors), `warp_specialize` (the main loop split
+# into producer/consumer warps; needs tma), `persistent` (programs per SM looping over tiles)
+LOWERING_OPTIONS: tuple[str, ...] = ("tma", "warp_specialize", "persistent")
+
+
+def compiler_only(options: dict[str, Any]) -> dict[str, Any]:
+    """`options` without the LOWERING_OPTIONS: what Triton's compile and launch accept."""
+    return {k: v for k, v in options.items() if k not in LOWERING_OPTIONS}
+
+
 @dataclass
 class LoweredKernel:
     """Triton source for one kernel, with what a launcher needs to call it.
@@ -113,6 +124,9 @@ class LoweredKernel:
     grid: str
     outputs: list[str]
     constexprs: dict[str, int] = field(default_factory=dict)
+    # tensors read or written through TMA descriptors (the USE_TMA constexpr picks that path
+    # at launch when they are contiguous with 16-byte aligned strides and base)
+    tma_tensors: list[str] = field(default_factory=list)
 
     def signature(self, dtypes: dict[str, str] | None = None) -> dict[str, str]:
         """Triton signature for `triton.compile`: '*bf16', 'i32' or 'constexpr' per param."""
@@ -136,6 +150,7 @@ class LoweredKernel:
             "grid": self.grid,
             "outputs": list(self.outputs),
             "constexprs": dict(self.constexprs),
+            "tma_tensors": list(self.tma_tensors),
         }
 
     @classmethod
@@ -147,6 +162,7 @@ class LoweredKernel:
             d["grid"],
             list(d["outputs"]),
             dict(d.get("constexprs", {})),
+            list(d.get("tma_tensors", [])),
         )
 
 

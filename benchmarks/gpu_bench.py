@@ -35,6 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 GEMM_BIG = [
     dict(BM=128, BN=256, BK=64, GROUP=8, w=8, s=3),
+    # Hopper lowering options (not measured yet): TMA descriptors, + persistent, + warp spec.
+    dict(BM=128, BN=256, BK=64, GROUP=8, w=8, s=3, tma=1),
+    dict(BM=128, BN=256, BK=64, GROUP=8, w=8, s=3, tma=1, persist=1),
+    dict(BM=128, BN=128, BK=64, GROUP=8, w=4, s=4, tma=1, ws=1),
     dict(BM=128, BN=128, BK=64, GROUP=8, w=4, s=4),
     dict(BM=256, BN=128, BK=64, GROUP=8, w=8, s=3),
     dict(BM=128, BN=128, BK=64, GROUP=8, w=8, s=4),
@@ -69,6 +73,7 @@ GEMM_SKINNY = {
 }
 ATTN = [
     dict(BM=128, BN=128, w=8, s=3),
+    dict(BM=128, BN=128, w=8, s=3, tma=1),  # Q, V, O and lse through TMA; Kᵀ by pointers
     dict(BM=128, BN=64, w=8, s=3),
     dict(BM=128, BN=128, w=8, s=2),
     dict(BM=64, BN=64, w=4, s=3),
@@ -91,6 +96,7 @@ ATTN_SWEEP = [
 MOE_FIXED = dict(BT=32, BE=128, BS=256, BH=128)
 MOE_PREFILL = [
     dict(BM=64, BN=128, BK=64, w=4, s=3),
+    dict(BM=128, BN=128, BK=64, w=8, s=3, tma=1),  # expert weights through TMA
     dict(BM=128, BN=128, BK=64, w=8, s=3),
     dict(BM=64, BN=64, BK=64, w=4, s=4),
     dict(BM=128, BN=128, BK=64, w=8, s=4),
@@ -161,10 +167,17 @@ def family_of(name: str) -> Any:
     return {"gemm": GemmFamily, "attention": AttentionFamily, "moe": MoEFamily}[name]()
 
 
-def lower_all(family: Any, tiles: dict[str, int]) -> list[Any]:
-    """The family's kernels traced and lowered for these tiles (policy constants)."""
+def lower_all(
+    family: Any, tiles: dict[str, int], options: dict[str, Any] | None = None
+) -> list[Any]:
+    """The family's kernels traced and lowered for these tiles (policy constants), with
+    the Hopper lowering options of the policy (tma, warp_specialize, persistent)."""
     from argus_core.types import Policy
     from argus_plugins.dsl.tile.frontend import TileFrontend
+
+    options = dict(options or {})
+    if options.get("persistent"):
+        options["persistent_programs"] = int(options["persistent"]) * SMS
 
     fe = TileFrontend()
     out = []
@@ -176,30 +189,40 @@ def lower_all(family: Any, tiles: dict[str, int]) -> list[Any]:
         ir = fe.parse(family.source(), entry, str(family.source_path))
         names = {c.name for c in ir.constexprs}
         out.append(
-            fe.lower(ir, Policy({k: v for k, v in tiles.items() if k in names}), "triton", {})
+            fe.lower(ir, Policy({k: v for k, v in tiles.items() if k in names}), "triton", options)
         )
     return out
 
 
+# policy keys that are not tile constants: warps, stages, and the Hopper lowering options
+POLICY_KEYS = {"w": "num_warps", "s": "num_stages", "tma": "tma", "ws": "warp_specialize"}
+POLICY_KEYS["persist"] = "persistent"
+SMS = 132  # the H200's SMs: persistent programs per SM times this
+
+
 def split(case: Case, p: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
-    tiles = {k: v for k, v in p.items() if k not in ("w", "s")}
+    """(tiles, options): the case's tile constants, and num_warps/num_stages plus any
+    lowering option (tma, warp_specialize, persistent) of the policy."""
+    tiles = {k: v for k, v in p.items() if k not in POLICY_KEYS}
     if case.family == "attention":
         tiles["HEAD_D"] = case.shape["D"]
     if case.family == "moe":
         tiles = {**MOE_FIXED, **tiles}
-    return tiles, {"num_warps": p["w"], "num_stages": p["s"]}
+    return tiles, {POLICY_KEYS[k]: v for k, v in p.items() if k in POLICY_KEYS}
 
 
 def runner(family: Any, kernels: list[Any], tiles: dict[str, int], compiler: dict[str, int]) -> Any:
     """run_on(inputs): launch the kernel (or the family's program of kernels)."""
     from argus_core.evaluate.launch import launch_args, load_kernel
+    from argus_core.types import compiler_only
 
     fns = {k.name: (k, load_kernel(k)) for k in kernels}
+    launch_opts = compiler_only(compiler)  # the lowering options are in the source already
 
     def launch(name: str, tensors: dict[str, Any]) -> None:
         lowered, fn = fns[name]
         args, grid = launch_args(lowered, tensors, tiles)
-        fn[grid](*args, **compiler)
+        fn[grid](*args, **launch_opts)
 
     def run_on(inputs: dict[str, Any]) -> None:
         if len(kernels) > 1:
@@ -224,7 +247,7 @@ def run_case(case: Case, l2_bytes: int, rep_ms: float) -> dict[str, Any]:
         tiles, compiler = split(case, p)
         entry: dict[str, Any] = {"policy": p}
         try:
-            kernels = lower_all(family, tiles)
+            kernels = lower_all(family, tiles, compiler)
             run_on = runner(family, kernels, tiles, compiler)
             entry.update(
                 measure(
@@ -331,9 +354,10 @@ def dry_run(selected: list[Case]) -> int:
         family = family_of(c.family)
         for p in c.policies:
             tiles, compiler = split(c, p)
-            kernels = lower_all(family, tiles)
+            kernels = lower_all(family, tiles, compiler)
             backend.validate_policy(Policy(tiles, compiler))
-            if c.family not in compiled:
+            hopper_only = any(k in p for k in ("tma", "ws", "persist"))
+            if c.family not in compiled or (hopper_only and (c.family, str(p)) not in compiled):
                 dtypes = {
                     **{t: "bf16" for k in kernels for t in _tensors(k)},
                     **getattr(family, "tensor_dtypes", lambda d: {})("bf16"),
@@ -352,6 +376,7 @@ def dry_run(selected: list[Case]) -> int:
                         f"{rep.spills} spills, {rep.shared_bytes} B shared, {rep.mma_count} MMA"
                     )
                 compiled.add(c.family)
+                compiled.add((c.family, str(p)))  # each Hopper-option policy compiled once
         print(f"ok  {c.family:9s} {c.name:28s} {len(c.policies)} policies traced and lowered")
     print(f"dry run: {len(selected)} cases checked; run without --dry-run on a GPU to time them")
     return 0

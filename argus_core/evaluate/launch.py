@@ -80,6 +80,25 @@ def load_module(lowered: LoweredKernel, workdir: str | Path | None = None) -> Mo
     return module
 
 
+def ensure_allocator() -> None:
+    """Give Triton a scratch allocator (once per process): kernels that make TMA
+    descriptors on the device (`tl.make_tensor_descriptor`, the `tma` option) need global
+    memory for them at launch. On the CPU interpreter the scratch is host memory."""
+    import triton
+
+    if getattr(ensure_allocator, "done", False):
+        return
+    import torch
+
+    on_gpu = torch.cuda.is_available() and not os.environ.get("TRITON_INTERPRET")
+
+    def alloc(size: int, alignment: int, stream: Any) -> Any:
+        return torch.empty(size, dtype=torch.int8, device="cuda" if on_gpu else "cpu")
+
+    triton.set_allocator(alloc)
+    ensure_allocator.done = True  # type: ignore[attr-defined]
+
+
 def load_kernel(lowered: LoweredKernel, workdir: str | Path | None = None) -> Any:
     """The `@triton.jit` function `lowered.name` from the lowered source.
 
@@ -87,6 +106,8 @@ def load_kernel(lowered: LoweredKernel, workdir: str | Path | None = None) -> An
     parameters differ from `lowered.params` (so a launcher never binds by the wrong name).
     """
     module = load_module(lowered, workdir)
+    if lowered.tma_tensors:
+        ensure_allocator()
     fn = getattr(module, lowered.name, None)
     if fn is None:
         defined = sorted(n for n, v in vars(module).items() if hasattr(v, "arg_names"))
@@ -151,6 +172,22 @@ def _bound_value(p: Any, tensors: dict[str, Any]) -> Any:
     )
 
 
+def tma_ok(lowered: LoweredKernel, tensors: dict[str, Any]) -> bool:
+    """True when every tensor the kernel reaches through TMA descriptors is contiguous in
+    its last dim with 16-byte aligned base and strides (what a TMA descriptor needs); the
+    kernel's pointer path runs otherwise (ragged pitches such as K=83 in bf16)."""
+    for name in lowered.tma_tensors:
+        t = tensors.get(name)
+        if t is None or not hasattr(t, "stride"):
+            return False
+        size = t.element_size()
+        if t.dim() < 2 or t.stride(-1) != 1 or t.data_ptr() % 16:
+            return False
+        if any((t.stride(d) * size) % 16 for d in range(t.dim() - 1)):
+            return False
+    return True
+
+
 def launch_args(
     lowered: LoweredKernel, tensors: dict[str, Any], constexprs: dict[str, int] | None = None
 ) -> tuple[list[Any], tuple[int, ...]]:
@@ -161,6 +198,8 @@ def launch_args(
     `triton` importable; a bare int becomes a 1-tuple.
     """
     consts = constexpr_values(lowered, constexprs)
+    if lowered.tma_tensors and "USE_TMA" in consts:
+        consts["USE_TMA"] = int(tma_ok(lowered, tensors))
     args: list[Any] = []
     scope: dict[str, Any] = {}
     for p in lowered.params:

@@ -78,7 +78,12 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     fns = {k.name: (k, load_kernel(k, request.get("workdir"))) for k in kernels}
     outputs = list(family.outputs)  # all of them: a kernel that skips one must fail
 
-    compiler = {k: v for k, v in dict(request.get("compiler") or {}).items() if v is not None}
+    from argus_core.types import compiler_only
+
+    # lowering options (tma, ...) were applied by the lowering; Triton's launch rejects them
+    compiler = {
+        k: v for k, v in compiler_only(dict(request.get("compiler") or {})).items() if v is not None
+    }
     if request["device"] == "cpu":
         compiler = {}  # the interpreter takes no compiler options
 

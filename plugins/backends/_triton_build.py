@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from argus_core.errors import PolicyError, choices_error
-from argus_core.types import LoweredKernel, Policy
+from argus_core.types import LoweredKernel, Policy, compiler_only
 
 # tiles named like this are tile extents (BM, BN, BK, BLOCK_M, ...); others (GROUP) are not
 TILE_DIM = re.compile(r"^B(LOCK)?_?[A-Z0-9]{1,3}$")
@@ -138,7 +138,8 @@ def compile_report(
         fn = load_kernel(lowered, workdir)
         signature, constexprs, attrs = specialized_signature(lowered, dtypes, policy, buffer_ops)
         src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-        options = {k: v for k, v in {**defaults, **policy.compiler}.items() if v is not None}
+        merged = compiler_only({**defaults, **policy.compiler})  # tma etc. were lowered
+        options = {k: v for k, v in merged.items() if v is not None}
         compiled = triton.compile(src, target=GPUTarget(*target), options=options)
         report = fields(compiled)
     except Exception as exc:  # any compiler failure is the candidate's, not ours

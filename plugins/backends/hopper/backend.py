@@ -31,6 +31,10 @@ POLICY_SPACE: dict[str, list[Any]] = {
     "num_stages": [1, 2, 3, 4, 5],
     "num_ctas": [1, 2],
     "maxnreg": [None, 128, 168, 232, 255],
+    # read by the lowering (argus_core.types.LOWERING_OPTIONS), not by Triton's compiler:
+    "tma": [0, 1],  # plain tile views through TMA descriptors (pointer path when unaligned)
+    "warp_specialize": [0, 1],  # producer/consumer warps on the main loop; needs tma, 4 warps
+    "persistent": [0, 1, 2],  # programs per SM looping over the grid's tiles (0: one per tile)
 }
 DEFAULTS: dict[str, Any] = {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}
 MIN_TILE = 16
@@ -51,6 +55,18 @@ class HopperBackend:
         is not a power of two >= 16, or a shared-memory estimate over 227 KiB."""
         check_compiler_options(self.name, POLICY_SPACE, policy)
         check_tiles(self.name, policy, MIN_TILE)
+        comp = policy.compiler
+        if comp.get("warp_specialize"):
+            if not comp.get("tma"):
+                raise PolicyError(
+                    f"{self.name}: warp_specialize=1 needs tma=1 (Triton 3.6 specializes "
+                    "warps on Hopper only for loops whose loads go through TMA descriptors)"
+                )
+            if comp.get("num_warps", DEFAULTS["num_warps"]) != 4:
+                raise PolicyError(
+                    f"{self.name}: warp_specialize=1 needs num_warps=4 (one consumer "
+                    f"warpgroup; Triton 3.6 ignores it at num_warps={comp.get('num_warps')})"
+                )
         smem = lds_bytes_estimate(policy, elem_bytes=2)
         if smem is not None and smem > SHARED_BYTES:
             raise PolicyError(

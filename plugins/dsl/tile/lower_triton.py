@@ -8,6 +8,7 @@ statement carries a comment with the DSL line it came from.
 from __future__ import annotations
 
 import os
+import random
 from typing import Any
 
 from argus_core.errors import DSLError
@@ -16,7 +17,9 @@ from argus_core.ir import (
     Dot,
     Elementwise,
     ExpandDims,
+    Expr,
     Full,
+    IntLike,
     KernelIR,
     Let,
     Load,
@@ -31,6 +34,7 @@ from argus_core.ir import (
     Value,
     View,
     Zeros,
+    as_expr,
     to_source,
 )
 from argus_core.types import LoweredKernel, Param, Policy
@@ -95,10 +99,21 @@ def params_of(ir: KernelIR) -> list[Param]:
 
 
 class _Emitter:
-    def __init__(self, ir: KernelIR, options: dict[str, Any]):
+    def __init__(
+        self, ir: KernelIR, options: dict[str, Any], constexprs: dict[str, int] | None = None
+    ):
         self.ir = ir
         self.options = options
+        self.constexprs = dict(constexprs or {})
         self.lines: list[str] = []
+        # Hopper options (policy compiler options the lowering reads, LOWERING_OPTIONS)
+        self.tma = bool(options.get("tma"))
+        self.warp_specialize = bool(options.get("warp_specialize")) and self.tma
+        self.pid = "tl.program_id(0)"  # persistent kernels loop over virtual program ids
+        self.descs: dict[tuple[str, tuple[str, ...]], str] = {}  # (tensor, block) -> name
+        self.desc_block: dict[str, tuple[str, ...]] = {}
+        self.desc_lines: list[str] = []
+        self.specialized = False
         self.names: dict[int, str] = {}
         self.used: set[str] = {p.name for p in params_of(ir)} | {"tl", "triton"}
         self.last_line: int | None = None
@@ -152,7 +167,7 @@ class _Emitter:
                 idx = ", ".join(":" if d == axis else "None" for d in range(rank))
                 return f"{ar}[{idx}]"
             if s.name == "program_id_0":
-                return "tl.program_id(0)"
+                return self.pid
             if isinstance(s, TileElem):
                 name = self.name(s.value)
                 if s.axis is None or rank <= 1:
@@ -211,18 +226,33 @@ class _Emitter:
                 if op.mask is not None
                 else ""
             )
-            self.emit(
-                ind,
-                f"{self.name(op.out)} = tl.load({self.pointer(op.view)}{mask})",
-                op,
-                op.view.desc,
-            )
+            text = f"{self.name(op.out)} = tl.load({self.pointer(op.view)}{mask})"
+            box = self.tma_box(op.view, op.mask) if op.other == 0 else None
+            if box is not None:  # the same tile through a TMA descriptor (zero fill = other)
+                desc, offsets, reshape = box
+                self.emit(ind, "if USE_TMA:", op, op.view.desc)
+                self.emit(ind + 1, f"{self.name(op.out)} = {desc}.load({offsets}){reshape}")
+                self.emit(ind, "else:")
+                self.emit(ind + 1, text)
+            else:
+                self.emit(ind, text, op, op.view.desc)
         elif isinstance(op, Store):
             mask = f", mask={self.expr(op.mask, op.view.shape)}" if op.mask is not None else ""
             fn = "tl.atomic_add" if op.kind == "atomic_add" else "tl.store"  # AtomicAdd is a Store
-            self.emit(
-                ind, f"{fn}({self.pointer(op.view)}, {self.name(op.value)}{mask})", op, op.view.desc
-            )
+            text = f"{fn}({self.pointer(op.view)}, {self.name(op.value)}{mask})"
+            box = self.tma_box(op.view, op.mask) if op.kind != "atomic_add" else None
+            if box is not None:  # TMA stores clip at the tensor's edges, as the mask does
+                desc, offsets, _ = box
+                block = self.desc_block[desc]
+                value = self.name(op.value)
+                if len(block) != len(op.view.shape):
+                    value = f"{value}.reshape({self.tuple_src(block)})"
+                self.emit(ind, "if USE_TMA:", op, op.view.desc)
+                self.emit(ind + 1, f"{desc}.store({offsets}, {value})")
+                self.emit(ind, "else:")
+                self.emit(ind + 1, text)
+            else:
+                self.emit(ind, text, op, op.view.desc)
         elif isinstance(op, Dot):
             a, b = self.name(op.a), self.name(op.b)
             if self.options.get("dot_upcast_fp32"):
@@ -259,6 +289,52 @@ class _Emitter:
             self.loop(op, ind)
         else:
             raise DSLError(f"the triton lowering has no rule for op {op.kind!r}", str(op.point))
+
+    # TMA ------------------------------------------------------------------------------
+    def tuple_src(self, items: tuple[str, ...] | list[str]) -> str:
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+    def tma_box(self, view: View, mask: Expr | None) -> tuple[str, str, str] | None:
+        """(descriptor, offsets, reshape suffix) when `view` is a box a TMA descriptor can
+        move: coordinate d is start_d plus tile element j with unit step, tile dims in the
+        tensor's dim order, the innermost tensor dim along the innermost tile dim (16+
+        elements, every box dim <= 256), and its mask only the view's own bounds (TMA
+        zero-fills and clips exactly there). None otherwise, or when tma is off."""
+        if not self.tma or len(view.tensor.dims) < 2:
+            return None
+        if mask is not None and repr(mask) != repr(view.in_bounds):
+            return None
+        mapping = _box_mapping(view)
+        rank = len(view.shape)
+        if mapping is None or mapping[-1] != rank - 1:
+            return None
+        sizes: list[int] = []
+        for extent in view.shape:
+            value = _const_value(extent, self.constexprs)
+            if value is None or not 1 <= value <= 256:
+                return None
+            sizes.append(value)
+        if sizes[-1] < 16:
+            return None
+        block = tuple("1" if j is None else self.expr(view.shape[j]) for j in mapping)
+        zero = {sym: 0 for c in view.coords if isinstance(c, Expr) for sym in c.symbols()
+                if sym.name.startswith("_i")}  # fmt: skip
+        starts = [self.expr(c.subs(zero) if isinstance(c, Expr) else c) for c in view.coords]
+        key = (view.tensor.name, block)
+        if key not in self.descs:
+            name = f"{view.tensor.name}_desc{len([k for k in self.descs if k[0] == key[0]]) or ''}"
+            self.descs[key] = name
+            dims = ", ".join(self.expr(d) for d in view.tensor.dims)
+            strides = ", ".join([self.expr(st) for st in view.tensor.strides[:-1]] + ["1"])
+            self.desc_lines.append(
+                f"{name} = tl.make_tensor_descriptor({view.tensor.name}, shape=[{dims}], "
+                f"strides=[{strides}], block_shape=[{', '.join(block)}])"
+            )
+            self.desc_block[name] = block
+        reshape = ""
+        if len(block) != rank:
+            reshape = f".reshape({self.tuple_src([self.expr(e) for e in view.shape])})"
+        return self.descs[key], "[" + ", ".join(starts) + "]", reshape
 
     def shape(self, v: Value) -> str:
         return (
@@ -304,7 +380,15 @@ class _Emitter:
         rng = f"{self.expr(op.start)}, {self.expr(op.stop)}" + (
             f", {self.expr(op.step)}" if op.step != 1 else ""
         )
-        self.emit(ind, f"for {op.var.name} in range({rng}):", op)
+        if self.warp_specialize and _has_dot(op.body) and not self.specialized:
+            # Hopper warp specialization: producer warps issue the TMA loads, consumers the
+            # wgmma; Triton 3.6 needs the loop's loads on descriptors (tma) for it
+            self.specialized = True
+            self.emit(
+                ind, f"for {op.var.name} in tl.range({rng}, warp_specialize=USE_TMA == 1):", op
+            )
+        else:
+            self.emit(ind, f"for {op.var.name} in range({rng}):", op)
         self.last_line = None
         self.ops(op.body, ind + 1)
         for c in op.carried:
@@ -312,6 +396,50 @@ class _Emitter:
                 self.emit(ind + 1, f"{self.name(c.arg)} = {self.name(c.yielded)}")
         if not op.body:
             self.emit(ind + 1, "pass")
+
+
+def _has_dot(ops: list[Op]) -> bool:
+    return any(isinstance(o, Dot) or (isinstance(o, Loop) and _has_dot(o.body)) for o in ops)
+
+
+def _const_value(extent: IntLike, constexprs: dict[str, int]) -> int | None:
+    """An extent's value: an int, or a constexpr the policy binds; None if unknown."""
+    if isinstance(extent, int):
+        return extent
+    try:
+        return int(as_expr(extent).evaluate(constexprs))
+    except Exception:
+        return None
+
+
+def _box_mapping(view: View) -> list[int | None] | None:
+    """Per tensor dim, the tile dim it runs along (None: one fixed index), when every
+    coordinate is a start plus one tile element with unit step and the tile dims appear in
+    tensor-dim order; None for anything else (permuted, gathered, strided views). Checked
+    by evaluating each coordinate at seeded random values of its other symbols."""
+    rng = random.Random(0)
+    mapping: list[int | None] = []
+    for c in view.coords:
+        syms = as_expr(c).symbols() if not isinstance(c, int) else set()
+        elems = [s for s in syms if s.name.startswith("_i")]
+        if len(elems) > 1:
+            return None
+        if not elems:
+            mapping.append(None)
+            continue
+        (e,) = elems
+        try:
+            for _ in range(3):
+                env = {s.name: rng.randint(0, 40) for s in syms}
+                base = as_expr(c).evaluate({**env, e.name: 0})
+                for v in (1, 5):
+                    if as_expr(c).evaluate({**env, e.name: v}) - base != v:
+                        return None
+        except Exception:  # data-dependent coordinates (gathers) do not evaluate
+            return None
+        mapping.append(int(e.name[2:]))
+    js = [j for j in mapping if j is not None]
+    return mapping if js == list(range(len(view.shape))) else None
 
 
 def _float(x: float) -> str:
@@ -350,8 +478,24 @@ def lower(
                 f"{[c.name for c in ir.constexprs]} (missing {missing}, unknown {extra})"
             )
         constexprs = {c.name: int(policy.tiles[c.name]) for c in ir.constexprs}
-    em = _Emitter(ir, options)
-    em.ops(ir.ops, 1)
+    em = _Emitter(ir, options, constexprs)
+    programs = int(options.get("persistent_programs") or 0)
+    total = to_source(ir.grid[0], None, {"cdiv": "tl.cdiv"}) if len(ir.grid) == 1 else None
+    if programs and total is not None:
+        # persistent: `programs` programs loop over the grid's virtual program ids, each id
+        # once (the verified kernel's programs, run in sequence by fewer hardware ones)
+        em.pid = "_pid"
+        em.lines.append(f"    for _pid in tl.range(tl.program_id(0), {total}, tl.num_programs(0)):")
+        em.ops(ir.ops, 2)
+    else:
+        programs = 0
+        em.ops(ir.ops, 1)
+    tma_tensors = sorted({key[0] for key in em.descs})
+    if em.desc_lines:
+        # descriptors once per program, before any loop; the pointer path when USE_TMA is 0
+        em.lines[0:0] = ["    if USE_TMA:"] + ["        " + line for line in em.desc_lines]
+        params = [*params, Param("USE_TMA", "constexpr", ("const", "USE_TMA"))]
+        constexprs = {**constexprs, "USE_TMA": 1}
     sig = ", ".join(p.name + (": tl.constexpr" if p.kind == "constexpr" else "") for p in params)
     header = [
         f"# Lowered by Argus from {os.path.basename(ir.file)} (kernel {ir.name!r}); do not edit.",
@@ -363,6 +507,8 @@ def lower(
         f"def {ir.name}({sig}):",
     ]
     grid = "(" + ", ".join(to_source(g, None, {"cdiv": "triton.cdiv"}) for g in ir.grid) + ",)"
+    if programs:
+        grid = f"(min({to_source(ir.grid[0], None, {'cdiv': 'triton.cdiv'})}, {programs}),)"
     return LoweredKernel(
         name=ir.name,
         source="\n".join(header + em.lines) + "\n",
@@ -370,6 +516,7 @@ def lower(
         grid=grid,
         outputs=list(ir.written),
         constexprs=constexprs,
+        tma_tensors=tma_tensors,
     )
 
 

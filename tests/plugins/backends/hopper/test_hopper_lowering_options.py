@@ -1,0 +1,131 @@
+"""Hopper policy options the lowering reads: `tma` (plain tile views through TMA tensor
+descriptors, with the pointer path kept for unaligned tensors), `warp_specialize` (needs
+tma and 4 warps in Triton 3.6), `persistent` (programs per SM looping over the tiles).
+
+Cross-compiled for sm_90 (SASS shows the TMA loads, PTX the warp-specialization register
+split) and run in the interpreter on aligned and ragged shapes; no GPU here."""
+
+from __future__ import annotations
+
+import pytest
+
+from argus_core.errors import PolicyError
+from argus_core.evaluate.targets import H200
+from argus_core.pipeline import Stages
+from argus_core.plugin_manager import Registry, default_plugin_manager
+from argus_core.types import Candidate, Policy
+from argus_plugins.backends.hopper.backend import HopperBackend
+from argus_plugins.dsl.tile.frontend import TileFrontend
+
+TILES = {"BM": 64, "BN": 64, "BK": 32, "GROUP": 8}
+
+
+def _lower(family_name: str, entry: str, tiles, options):
+    stages = _stages(family_name)
+    fam = stages.family
+    ir = TileFrontend().parse(fam.source(), entry, str(fam.source_path))
+    return TileFrontend().lower(ir, Policy(tiles, {}), "triton", options)
+
+
+def _stages(kernel: str, *overrides: str) -> Stages:
+    from argus_core.config import compose
+
+    cfg = compose([f"+kernel={kernel}", "backend=h200", "tracking=none", *overrides])
+    return Stages.from_config(cfg, Registry(default_plugin_manager()))
+
+
+def test_tma_lowers_plain_tiles_to_descriptors_with_a_pointer_fallback():
+    low = _lower("gemm", "gemm", TILES, {"tma": 1})
+    src = low.source
+    assert src.count("tl.make_tensor_descriptor(") == 3 and low.tma_tensors == ["a", "b", "c"]
+    assert "a_desc.load([pid_m * BM, k * BK])" in src and "c_desc.store(" in src
+    assert src.count("if USE_TMA:") == 4 and src.count("tl.load(") == 2  # fallback kept
+    assert "USE_TMA" in [p.name for p in low.params] and low.constexprs["USE_TMA"] == 1
+    plain = _lower("gemm", "gemm", TILES, {})
+    assert "USE_TMA" not in plain.source and not plain.tma_tensors
+
+
+def test_tma_keeps_pointer_loads_for_permuted_and_gathered_views():
+    attn = _lower("attention", "attention", {"BM": 64, "BN": 32, "HEAD_D": 64}, {"tma": 1})
+    # q/v tiles of q[b, h] are boxes (4-D descriptors, reshaped); K^T is permuted: pointers
+    assert "q_desc = tl.make_tensor_descriptor(q, shape=[" in attn.source
+    assert (
+        "block_shape=[1, 1, BM, HEAD_D]" in attn.source and ".reshape((BM, HEAD_D))" in attn.source
+    )
+    assert "k_desc" not in attn.source and "k" not in attn.tma_tensors
+    up = _lower(
+        "moe", "moe_up", {"BM": 16, "BN": 32, "BK": 32}, {"tma": 1}
+    )  # rows gathered by token: x through pointers
+    assert "x_desc" not in up.source
+
+
+def test_sm90_cross_compile_shows_tma_and_warp_specialization():
+    hopper = HopperBackend("h200", H200)
+    dtypes = {"a": "bf16", "b": "bf16", "c": "bf16"}
+    tiles = {"BM": 128, "BN": 128, "BK": 64, "GROUP": 8}
+    for opts, warps in (({"tma": 1}, 8), ({"tma": 1, "warp_specialize": 1}, 4)):
+        pol = Policy(tiles, {"num_warps": warps, "num_stages": 3, **opts})
+        hopper.validate_policy(pol)
+        rep = hopper.compile(_lower("gemm", "gemm", tiles, opts), dtypes, pol)
+        assert rep.ok, rep.error
+        assert "UTMALDG" in rep.asm and rep.mma_count > 0  # TMA loads feeding HGMMA
+    plain = hopper.compile(_lower("gemm", "gemm", tiles, {}), dtypes, Policy(tiles, {}))
+    assert "UTMALDG" not in plain.asm
+
+
+def test_hopper_validates_the_lowering_options():
+    hopper = HopperBackend("h200", H200)
+    with pytest.raises(PolicyError, match="warp_specialize=1 needs tma=1"):
+        hopper.validate_policy(Policy(TILES, {"warp_specialize": 1}))
+    with pytest.raises(PolicyError, match="needs num_warps=4"):
+        hopper.validate_policy(Policy(TILES, {"warp_specialize": 1, "tma": 1, "num_warps": 8}))
+    with pytest.raises(PolicyError, match="value of persistent"):
+        hopper.validate_policy(Policy(TILES, {"persistent": 7}))
+    stages = _stages("gemm", "backend=mi300x")
+    with pytest.raises(PolicyError, match="compiler option 'tma'"):
+        stages.backend.validate_policy(Policy(TILES, {"tma": 1}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "opts",
+    [{"tma": 1}, {"persistent": 1}, {"tma": 1, "warp_specialize": 1, "persistent": 2}],
+    ids=["tma", "persistent", "tma-ws-persistent"],
+)
+def test_pipeline_candidate_with_hopper_options_is_correct_in_the_interpreter(opts):
+    """Verified, compiled for sm_90 and correct in the interpreter on the config's check
+    shapes: ragged 67x45x83 (bf16 row pitch of 166 bytes: the pointer path) and 64x64x64
+    (aligned: the TMA path)."""
+    stages = _stages("gemm", "evaluate.trials=1", "kernel.shape={M:256,N:256,K:256}")
+    fam = stages.family
+    cand = Candidate(
+        id="c1",
+        kernel="gemm",
+        source=fam.source(),
+        entry="gemm",
+        policy=Policy(TILES, {"num_warps": 4, "num_stages": 3, **opts}),
+    )
+    res, artifacts = stages.evaluate(cand, 0, None)
+    assert res.ok, res.failure
+    assert res.correctness is not None and res.correctness.ok
+    if opts.get("tma"):
+        assert "make_tensor_descriptor" in artifacts["lowered_triton.py"]
+    if opts.get("persistent"):
+        assert "tl.num_programs(0)" in artifacts["lowered_triton.py"]
+
+
+def test_planners_offer_the_hopper_options_through_the_kb():
+    """tma_loads, warp_specialization and persistent_grid are ready policy techniques for
+    the Hopper backends (and only there): the icrl/search action space applies them."""
+    from argus_core import kb
+    from argus_plugins.planners.icrl.actions import applicable_techniques
+
+    shape = {"M": 4096, "N": 4096, "K": 4096}
+    hopper = {t.id for t in applicable_techniques(kb.load(), "gemm", "h200", shape)}
+    assert {"tma_loads", "warp_specialization", "persistent_grid"} <= hopper
+    amd = {t.id for t in applicable_techniques(kb.load(), "gemm", "mi300x", shape)}
+    assert not {"tma_loads", "warp_specialization", "persistent_grid"} & amd
+    ws = kb.load().get("warp_specialization")
+    pol = Policy(TILES, {"num_warps": 8})
+    new = Policy(TILES, {**pol.compiler, **{k: v[0] for k, v in ws.action.compiler.items()}})
+    HopperBackend("h200", H200).validate_policy(new)  # the technique's own values are valid
