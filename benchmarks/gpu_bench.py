@@ -73,7 +73,7 @@ GEMM_SKINNY = {
 }
 ATTN = [
     dict(BM=128, BN=128, w=8, s=3),
-    dict(BM=128, BN=128, w=8, s=3, tma=1),  # Q, V, O and lse through TMA; Kᵀ by pointers
+    dict(BM=128, BN=128, w=8, s=3, tma=1),  # every tile through TMA (Kᵀ: the K box, permuted)
     dict(BM=128, BN=64, w=8, s=3),
     dict(BM=128, BN=128, w=8, s=2),
     dict(BM=64, BN=64, w=4, s=3),

@@ -240,7 +240,7 @@ class _Emitter:
             mask = f", mask={self.expr(op.mask, op.view.shape)}" if op.mask is not None else ""
             fn = "tl.atomic_add" if op.kind == "atomic_add" else "tl.store"  # AtomicAdd is a Store
             text = f"{fn}({self.pointer(op.view)}, {self.name(op.value)}{mask})"
-            box = self.tma_box(op.view, op.mask) if op.kind != "atomic_add" else None
+            box = self.tma_box(op.view, op.mask, load=False) if op.kind != "atomic_add" else None
             if box is not None:  # TMA stores clip at the tensor's edges, as the mask does
                 desc, offsets, _ = box
                 block = self.desc_block[desc]
@@ -294,19 +294,26 @@ class _Emitter:
     def tuple_src(self, items: tuple[str, ...] | list[str]) -> str:
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
-    def tma_box(self, view: View, mask: Expr | None) -> tuple[str, str, str] | None:
-        """(descriptor, offsets, reshape suffix) when `view` is a box a TMA descriptor can
-        move: coordinate d is start_d plus tile element j with unit step, tile dims in the
-        tensor's dim order, the innermost tensor dim along the innermost tile dim (16+
-        elements, every box dim <= 256), and its mask only the view's own bounds (TMA
-        zero-fills and clips exactly there). None otherwise, or when tma is off."""
+    def tma_box(
+        self, view: View, mask: Expr | None, load: bool = True
+    ) -> tuple[str, str, str] | None:
+        """(descriptor, offsets, suffix) when `view` is a box a TMA descriptor can move:
+        coordinate d is start_d plus tile element j with unit step, every tile dim used once,
+        the innermost tensor dim along some tile dim with 16+ elements, every box dim <= 256,
+        and its mask only the view's own bounds (TMA zero-fills and clips exactly there). A
+        permuted view (attention's Kᵀ) is a box in the tensor's order, permuted after the
+        load (loads only). The suffix reshapes away fixed dims and permutes. None
+        otherwise, or when tma is off."""
         if not self.tma or len(view.tensor.dims) < 2:
             return None
         if mask is not None and repr(mask) != repr(view.in_bounds):
             return None
         mapping = _box_mapping(view)
         rank = len(view.shape)
-        if mapping is None or mapping[-1] != rank - 1:
+        if mapping is None or mapping[-1] is None:
+            return None
+        order = [j for j in mapping if j is not None]  # tile dims in the tensor's order
+        if order != list(range(rank)) and not load:
             return None
         sizes: list[int] = []
         for extent in view.shape:
@@ -314,7 +321,7 @@ class _Emitter:
             if value is None or not 1 <= value <= 256:
                 return None
             sizes.append(value)
-        if sizes[-1] < 16:
+        if sizes[mapping[-1]] < 16:
             return None
         block = tuple("1" if j is None else self.expr(view.shape[j]) for j in mapping)
         zero = {sym: 0 for c in view.coords if isinstance(c, Expr) for sym in c.symbols()
@@ -331,10 +338,14 @@ class _Emitter:
                 f"strides=[{strides}], block_shape=[{', '.join(block)}])"
             )
             self.desc_block[name] = block
-        reshape = ""
-        if len(block) != rank:
-            reshape = f".reshape({self.tuple_src([self.expr(e) for e in view.shape])})"
-        return self.descs[key], "[" + ", ".join(starts) + "]", reshape
+        suffix = ""
+        if len(block) != rank:  # drop the fixed dims (b, h of q[b, h])
+            boxed = [self.expr(view.shape[j]) for j in order]
+            suffix = f".reshape({self.tuple_src(boxed)})"
+        if order != list(range(rank)):  # back to the view's own dim order
+            perm = ", ".join(str(order.index(i)) for i in range(rank))
+            suffix += f".permute({perm})"
+        return self.descs[key], "[" + ", ".join(starts) + "]", suffix
 
     def shape(self, v: Value) -> str:
         return (
@@ -414,8 +425,8 @@ def _const_value(extent: IntLike, constexprs: dict[str, int]) -> int | None:
 
 def _box_mapping(view: View) -> list[int | None] | None:
     """Per tensor dim, the tile dim it runs along (None: one fixed index), when every
-    coordinate is a start plus one tile element with unit step and the tile dims appear in
-    tensor-dim order; None for anything else (permuted, gathered, strided views). Checked
+    coordinate is a start plus one tile element with unit step and every tile dim is used
+    once (in any order: a permuted view); None for anything else (gathered, strided). Checked
     by evaluating each coordinate at seeded random values of its other symbols."""
     rng = random.Random(0)
     mapping: list[int | None] = []
@@ -439,7 +450,7 @@ def _box_mapping(view: View) -> list[int | None] | None:
             return None
         mapping.append(int(e.name[2:]))
     js = [j for j in mapping if j is not None]
-    return mapping if js == list(range(len(view.shape))) else None
+    return mapping if sorted(js) == list(range(len(view.shape))) else None
 
 
 def _float(x: float) -> str:

@@ -45,18 +45,17 @@ def test_tma_lowers_plain_tiles_to_descriptors_with_a_pointer_fallback():
     assert "USE_TMA" not in plain.source and not plain.tma_tensors
 
 
-def test_tma_keeps_pointer_loads_for_permuted_and_gathered_views():
+def test_tma_boxes_permuted_views_and_keeps_pointers_for_gathers():
     attn = _lower("attention", "attention", {"BM": 64, "BN": 32, "HEAD_D": 64}, {"tma": 1})
-    # q/v tiles of q[b, h] are boxes (4-D descriptors, reshaped); K^T is permuted: pointers
-    assert "q_desc = tl.make_tensor_descriptor(q, shape=[" in attn.source
-    assert (
-        "block_shape=[1, 1, BM, HEAD_D]" in attn.source and ".reshape((BM, HEAD_D))" in attn.source
-    )
-    assert "k_desc" not in attn.source and "k" not in attn.tma_tensors
+    src = attn.source
+    # tiles of q[b, h] are 4-D boxes, reshaped; Kᵀ is the K box permuted after the load
+    assert "block_shape=[1, 1, BM, HEAD_D]" in src and ".reshape((BM, HEAD_D))" in src
+    assert ".reshape((BN, HEAD_D)).permute(1, 0)" in src
+    assert attn.tma_tensors == ["k", "lse", "o", "q", "v"]
     up = _lower(
         "moe", "moe_up", {"BM": 16, "BN": 32, "BK": 32}, {"tma": 1}
-    )  # rows gathered by token: x through pointers
-    assert "x_desc" not in up.source
+    )  # rows gathered by token: x stays on pointers
+    assert "x_desc" not in up.source and "x" not in up.tma_tensors
 
 
 def test_sm90_cross_compile_shows_tma_and_warp_specialization():
@@ -129,3 +128,25 @@ def test_planners_offer_the_hopper_options_through_the_kb():
     pol = Policy(TILES, {"num_warps": 8})
     new = Policy(TILES, {**pol.compiler, **{k: v[0] for k, v in ws.action.compiler.items()}})
     HopperBackend("h200", H200).validate_policy(new)  # the technique's own values are valid
+
+
+@pytest.mark.slow
+def test_attention_with_tma_is_correct_in_the_interpreter_on_aligned_shapes():
+    """Every attention tile through descriptors (Kᵀ a permuted box): causal GQA and
+    non-causal, S != SKV, at pitches TMA accepts (the TMA path runs), against SDPA."""
+    shapes = (
+        "kernel.check_shapes=[{B:1,HQ:4,HKV:2,S:48,SKV:64,D:64,CAUSAL:1,VARLEN:0},"
+        "{B:1,HQ:2,HKV:2,S:32,SKV:96,D:64,CAUSAL:0,VARLEN:0}]"
+    )
+    stages = _stages("attention", "evaluate.trials=1", shapes)
+    fam = stages.family
+    cand = Candidate(
+        id="c1",
+        kernel="attention",
+        source=fam.source(),
+        entry="attention",
+        policy=Policy({"BM": 64, "BN": 32, "HEAD_D": 64}, {"num_warps": 4, "tma": 1}),
+    )
+    res, artifacts = stages.evaluate(cand, 0, None)
+    assert res.ok, res.failure
+    assert "k_desc.load(" in artifacts["lowered_triton.py"]
