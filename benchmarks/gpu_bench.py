@@ -580,6 +580,12 @@ def main() -> int:
     return 0
 
 
+def _own_ratio(case_result: dict[str, Any]) -> float:
+    """A recorded case's best ratio against the baselines timed in its own run."""
+    best = case_result["best"]
+    return min(best["baselines"].values()) / best["ms"]
+
+
 def merge(paths: list[str]) -> int:
     """Print the table and target lines of the best result per case over `paths`."""
     runs = [json.loads(Path(p).read_text()) for p in paths]
@@ -589,11 +595,7 @@ def merge(paths: list[str]) -> int:
             x for r in runs for x in r.get("cases", []) if x["name"] == c.name and x.get("best")
         ]
         if found:
-            # the fastest relative to its own same-process baseline
-            def ratio(x: dict[str, Any]) -> float:
-                return min(x["best"]["baselines"].values()) / x["best"]["ms"]
-
-            best = max(found, key=ratio)
+            best = max(found, key=_own_ratio)
             c.result = {"best": best["best"], "tried": best["tried"]}
             selected.append(c)
     ceil = runs[0]["meta"]["ceilings"]

@@ -49,6 +49,47 @@ def kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def run_worker(
+    module: str, request: dict[str, Any], runner: str, timeout_s: float
+) -> dict[str, Any]:
+    """`python -m module` in its own session with `request` as JSON on stdin, killed (with
+    all it started) after `timeout_s`: its JSON result, or {"ok": False, "error": why} for
+    a timeout, a crash or no result. "seconds_wall" is the child's wall time."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", module],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(runner),
+        start_new_session=True,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(json.dumps(request), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        proc.communicate()
+        wall = time.perf_counter() - start
+        return {"ok": False, "error": f"timeout after {timeout_s:g}s", "seconds_wall": wall}
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        how = (
+            f"killed by signal {signal.Signals(-proc.returncode).name}"
+            if proc.returncode < 0
+            else f"exit status {proc.returncode}"
+        )
+        error = f"worker crashed ({how}): {err[-STDERR_TAIL:]}"
+        return {"ok": False, "error": error, "seconds_wall": wall}
+    try:
+        result = json.loads(out)
+    except json.JSONDecodeError:
+        error = f"worker wrote no result: stdout {out[-500:]!r}; stderr {err[-STDERR_TAIL:]}"
+        return {"ok": False, "error": error, "seconds_wall": wall}
+    result["seconds_wall"] = wall
+    return result
+
+
 def check_correctness(
     lowered: LoweredKernel | list[LoweredKernel],
     family: str,
@@ -89,38 +130,8 @@ def check_correctness(
     report = CorrectnessReport(
         ok=False, trials=int(trials), runner=runner, shapes=request["shapes"]
     )
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "argus_core.evaluate.worker"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=child_env(runner),
-        start_new_session=True,
-        text=True,
-    )
-    try:
-        out, err = proc.communicate(json.dumps(request), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        proc.communicate()
-        report.error = f"timeout after {timeout_s:g}s"
-        report.seconds = time.perf_counter() - start
-        return report
-    report.seconds = time.perf_counter() - start
-    if proc.returncode != 0:
-        how = (
-            f"killed by signal {signal.Signals(-proc.returncode).name}"
-            if proc.returncode < 0
-            else f"exit status {proc.returncode}"
-        )
-        report.error = f"worker crashed ({how}): {err[-STDERR_TAIL:]}"
-        return report
-    try:
-        result = json.loads(out)
-    except json.JSONDecodeError:
-        report.error = f"worker wrote no result: stdout {out[-500:]!r}; stderr {err[-STDERR_TAIL:]}"
-        return report
+    result = run_worker("argus_core.evaluate.worker", request, runner, timeout_s)
+    report.seconds = result.pop("seconds_wall")
     report.ok = bool(result.get("ok"))
     report.error = result.get("error", "")
     report.max_abs_err = result.get("max_abs_err")

@@ -7,16 +7,12 @@ ok=False and the reason, so one bad candidate fails alone and the run goes on.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import time
 from typing import Any
 
 from argus_core.errors import ConfigError, choices_error
 
-# the runner table, child environment and group kill are the generic correctness worker's
-from argus_core.evaluate.correctness import RUNNERS, STDERR_TAIL, child_env, kill_group
+# the runner table and the child-process runner are the generic correctness worker's
+from argus_core.evaluate.correctness import RUNNERS, run_worker
 from argus_core.kernels.kernelbench import static_check
 from argus_core.types import CorrectnessReport
 
@@ -67,7 +63,7 @@ def check_candidate(
         "init_seed": int(init_seed),
         "timing": timing,
     }
-    result = run_worker(request, runner, timeout_s)
+    result = run_worker(WORKER, request, runner, timeout_s)
     report.seconds = result.pop("seconds_wall", 0.0)
     report.ok = bool(result.get("ok"))
     report.error = result.get("error", "")
@@ -75,41 +71,3 @@ def check_candidate(
     report.max_rel_err = result.get("max_rel_err")
     report.timing = result.get("timing")
     return report
-
-
-def run_worker(request: dict[str, Any], runner: str, timeout_s: float) -> dict[str, Any]:
-    """The worker's JSON result, or {"ok": False, "error": why} for a timeout, a crash or
-    no result; "seconds_wall" is the child's wall time."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", WORKER],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=child_env(runner),
-        start_new_session=True,  # so a timeout kills everything the candidate started
-        text=True,
-    )
-    try:
-        out, err = proc.communicate(json.dumps(request), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        proc.communicate()
-        return {"ok": False, "error": f"timeout after {timeout_s:g}s", "seconds_wall": timeout_s}
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        return {
-            "ok": False,
-            "error": f"worker crashed (exit status {proc.returncode}): {err[-STDERR_TAIL:]}",
-            "seconds_wall": wall,
-        }
-    try:
-        result = json.loads(out)
-    except json.JSONDecodeError:
-        return {
-            "ok": False,
-            "error": f"worker wrote no result: {err[-STDERR_TAIL:]}",
-            "seconds_wall": wall,
-        }
-    result["seconds_wall"] = wall
-    return result
