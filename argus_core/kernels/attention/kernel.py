@@ -29,6 +29,27 @@ def sees(row, key, s, skv, causal):
     return (key < skv) & (causal.eq(0) | (key <= row + skv - s))
 
 
+def kv_block(k, v, b, hk, kv_head, n, BN, HEAD_D):
+    """Kᵀ and V of key block `n` of KV head `hk`, each tagged with the batch and KV head it
+    must come from (the spec `kv_head`)."""
+    kt = al.load(al.permute(k[b, hk].tile(BN, HEAD_D)[n, 0], (1, 0)))
+    vt = al.load(v[b, hk].tile(BN, HEAD_D)[n, 0])
+    al.assert_tag(lambda b_, g, d, j: b_.eq(b) & g.eq(kv_head), kt, arity=4)
+    al.assert_tag(lambda b_, g, j, d: b_.eq(b) & g.eq(kv_head), vt, arity=4)
+    return kt, vt
+
+
+def softmax_step(s, vt, dtype, m_i, l_i, acc, live):
+    """One key block of the online softmax in base 2: the new running max, the rescaled row
+    sums and accumulator plus this block's share. `live` specifies which (row, key) pairs
+    may carry a live (unmasked) score."""
+    m_new = al.maximum(m_i, al.max(s, 1))
+    p = al.exp2(s - m_new[:, None])
+    al.assert_tag(live, p, arity=4)  # every live score pairs a row with a key it may see
+    alpha = al.exp2(m_i - m_new)
+    return m_new, l_i * alpha + al.sum(p, 1), acc * alpha[:, None] + al.dot(p.to(dtype), vt)
+
+
 @al.kernel
 def attention(q: al.Tensor["B", "HQ", "S", "D"], k: al.Tensor["B", "HKV", "SKV", "D"],
               v: al.Tensor["B", "HKV", "SKV", "D"], o: al.Tensor["B", "HQ", "S", "D"],
@@ -52,36 +73,18 @@ def attention(q: al.Tensor["B", "HQ", "S", "D"], k: al.Tensor["B", "HKV", "SKV",
     # blocks every row of this query block sees whole (no mask needed): all keys < SKV and,
     # when causal, <= the block's first row + shift
     full = al.minimum(stop, al.maximum(0, (k.shape[2] - causal * al.maximum(0, k.shape[2] - (pm * BM + shift + 1))) // BN))
-    for n in al.range(full):
-        kt = al.load(al.permute(k[b, hk].tile(BN, HEAD_D)[n, 0], (1, 0)))  # K^T block
-        vt = al.load(v[b, hk].tile(BN, HEAD_D)[n, 0])
-        al.assert_tag(lambda b_, g, d, j: b_.eq(b) & g.eq(kv_head), kt, arity=4)
-        al.assert_tag(lambda b_, g, j, d: b_.eq(b) & g.eq(kv_head), vt, arity=4)
+    live = lambda b_, h_, r, j: sees(r, j, q.shape[2], k.shape[2], causal)  # noqa: E731
+    for n in al.range(full):  # blocks every row sees whole: no mask
+        kt, vt = kv_block(k, v, b, hk, kv_head, n, BN, HEAD_D)
         s = al.dot(qt, kt) * qk_scale  # base-2 scores: qk_scale = scale * log2(e)
-        m_new = al.maximum(m_i, al.max(s, 1))
-        p = al.exp2(s - m_new[:, None])
-        al.assert_tag(lambda b_, h_, r, j: sees(r, j, q.shape[2], k.shape[2], causal), p, arity=4)
-        alpha = al.exp2(m_i - m_new)
-        l_i = l_i * alpha + al.sum(p, 1)
-        acc = acc * alpha[:, None] + al.dot(p.to(v.dtype), vt)
-        m_i = m_new
+        m_i, l_i, acc = softmax_step(s, vt, v.dtype, m_i, l_i, acc, live)
     for n2 in al.range(full, stop):  # the diagonal and the ragged last block: masked
-        kt2 = al.load(al.permute(k[b, hk].tile(BN, HEAD_D)[n2, 0], (1, 0)))
-        vt2 = al.load(v[b, hk].tile(BN, HEAD_D)[n2, 0])
-        al.assert_tag(lambda b_, g, d, j: b_.eq(b) & g.eq(kv_head), kt2, arity=4)
-        al.assert_tag(lambda b_, g, j, d: b_.eq(b) & g.eq(kv_head), vt2, arity=4)
-        s2 = al.dot(qt, kt2) * qk_scale
+        kt2, vt2 = kv_block(k, v, b, hk, kv_head, n2, BN, HEAD_D)
         i, j = al.indices((BM, BN))
         key = n2 * BN + j
         visible = (key < k.shape[2]) & (causal.eq(0) | (pm * BM + i + shift >= key))
-        s2 = al.where(visible, s2, float("-inf"))
-        m_new2 = al.maximum(m_i, al.max(s2, 1))
-        p2 = al.exp2(s2 - m_new2[:, None])
-        al.assert_tag(lambda b_, h_, r, j: sees(r, j, q.shape[2], k.shape[2], causal), p2, arity=4)
-        alpha2 = al.exp2(m_i - m_new2)
-        l_i = l_i * alpha2 + al.sum(p2, 1)
-        acc = acc * alpha2[:, None] + al.dot(p2.to(v.dtype), vt2)
-        m_i = m_new2
+        s2 = al.where(visible, al.dot(qt, kt2) * qk_scale, float("-inf"))
+        m_i, l_i, acc = softmax_step(s2, vt2, v.dtype, m_i, l_i, acc, live)
     # each output element sums exactly the keys its row sees, each once
     al.assert_contraction(acc, lambda b_, h_, r, d, j: (d < q.shape[3]) & sees(r, j, q.shape[2], k.shape[2], causal), arity=4)
     al.store(o[b, h].tile(BM, HEAD_D)[pm, 0], (acc / l_i[:, None]).to(o.dtype))

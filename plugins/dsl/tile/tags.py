@@ -60,7 +60,7 @@ def tag(x: Any, fn: Callable[..., Any], name: str = "tag") -> Any:
         raise tracer.fail(f"tag name {COORD!r} is the built-in coordinate tag; choose another name")
     elems = [elem_sym(d, s) for d, s in enumerate(v.shape)]
     exprs = _as_tuple(fn(*elems), "tag")
-    tracer.state().emit(Tag(tracer.point("tag"), v, exprs, name))
+    tracer.state().emit(Tag(tracer.point("tag", ghost=True), v, exprs, name))
     return x
 
 
@@ -72,7 +72,9 @@ def assert_tag_eq(a: Any, b: Any, name: str = COORD, name_b: str | None = None) 
         raise tracer.fail(
             f"assert_tag_eq of tiles with shapes {va.shape} and {vb.shape}: they must match"
         )
-    tracer.state().emit(AssertTagEq(tracer.point("assert_tag_eq"), va, vb, name, name_b or name))
+    tracer.state().emit(
+        AssertTagEq(tracer.point("assert_tag_eq", ghost=True), va, vb, name, name_b or name)
+    )
 
 
 def assert_tag(
@@ -87,7 +89,7 @@ def assert_tag(
     p = pred(*syms)
     if not isinstance(p, Expr):
         raise tracer.fail(f"assert_tag: the predicate must return a symbolic condition, got {p!r}")
-    tracer.state().emit(AssertTag(tracer.point("assert_tag"), v, name, syms, p))
+    tracer.state().emit(AssertTag(tracer.point("assert_tag", ghost=True), v, name, syms, p))
 
 
 def assert_contraction(
@@ -107,7 +109,9 @@ def assert_contraction(
         raise tracer.fail(
             f"assert_contraction: the window must return a symbolic condition, got {p!r}"
         )
-    tracer.state().emit(AssertContraction(tracer.point("assert_contraction"), v, name, syms, c, p))
+    tracer.state().emit(
+        AssertContraction(tracer.point("assert_contraction", ghost=True), v, name, syms, c, p)
+    )
 
 
 def requires(pred: Any) -> None:
@@ -115,7 +119,7 @@ def requires(pred: Any) -> None:
     `D <= HEAD_D`). Ghost code: the verifier assumes it; the lowering erases it."""
     if not isinstance(pred, Expr):
         raise tracer.fail(f"requires takes a symbolic condition over shapes, got {pred!r}")
-    tracer.state().emit(Requires(tracer.point("requires"), pred))
+    tracer.state().emit(Requires(tracer.point("requires", ghost=True), pred))
 
 
 # ------------------------------------------------------------------------------ views
@@ -297,14 +301,16 @@ def contract(pred: Callable[..., Any], *extents: IntLike, name: str = "contract"
     p = pred(*syms)
     if not isinstance(p, Expr):
         raise tracer.fail(f"contract {name!r}: the predicate must be symbolic, got {p!r}")
-    tracer.state().emit(Contract(tracer.point("contract"), syms, tuple(extents), p, name))
+    tracer.state().emit(
+        Contract(tracer.point("contract", ghost=True), syms, tuple(extents), p, name)
+    )
 
 
 def summand(x: Any, entry: int = 0) -> Any:
     """Ghost: `x` is one term of a sum over its coordinate entry `entry` (a loop over a
     token's slots: `acc = acc + al.summand(al.load(y[s]...), 0)`). Returns `x`."""
     v = _tile_value(x, "summand")
-    tracer.state().emit(Summand(tracer.point("summand"), v, int(entry)))
+    tracer.state().emit(Summand(tracer.point("summand", ghost=True), v, int(entry)))
     return x
 
 
@@ -319,7 +325,13 @@ def rows_for(x: Any, index: Any, source: Callable[[Expr], Any]) -> Any:
     if not isinstance(src, int | Expr):
         raise tracer.fail(f"rows_for: source must return an index expression, got {src!r}")
     tracer.state().emit(
-        RowsFor(tracer.point("rows_for"), v, _tile_value(index, "rows_for"), as_expr(src), target)
+        RowsFor(
+            tracer.point("rows_for", ghost=True),
+            v,
+            _tile_value(index, "rows_for"),
+            as_expr(src),
+            target,
+        )
     )
     return x
 

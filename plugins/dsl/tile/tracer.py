@@ -59,12 +59,16 @@ def kernel_frame() -> types.FrameType | None:
     return None
 
 
-def point(op: str) -> ProgramPoint:
+def point(op: str, ghost: bool = False) -> ProgramPoint:
+    """Where `op` is being recorded. Recording a real op first names the tiles the
+    kernel's locals hold; a ghost op (a tag, an assertion, a contract: erased by the
+    lowering) does not, so ghost code never changes the names in the lowered kernel."""
     f = kernel_frame()
     st = state()
     if f is None:
         return ProgramPoint(st.file, 0, op)
-    name_locals(f)
+    if not ghost:
+        name_locals(f)
     return ProgramPoint(st.file, f.f_lineno, op)
 
 
