@@ -14,6 +14,10 @@ from dataclasses import dataclass
 from argus_core.ir.expr import Expr, IntLike, Sym, as_expr, to_source
 from argus_core.ir.nodes import Op, Value
 
+# The built-in tag of a loaded tile: its global coordinates. Every DSL gives loaded tiles
+# this tag and every verifier reads it, so the name lives with the IR.
+COORD = "coord"
+
 
 @dataclass(eq=False)
 class Tag(Op):
@@ -174,6 +178,7 @@ class RowsFor(Op):
 
 
 __all__ = [
+    "COORD",
     "AssertContraction",
     "AssertTag",
     "AssertTagEq",

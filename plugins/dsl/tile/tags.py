@@ -16,6 +16,7 @@ from typing import Any
 from argus_core.ir import Expr, IntLike, Sym, View, as_expr, cdiv, elem_sym, emin, land
 from argus_core.ir.nodes import AtomicAdd, TileElem
 from argus_core.ir.tags import (
+    COORD,
     AssertContraction,
     AssertTag,
     AssertTagEq,
@@ -28,8 +29,6 @@ from argus_core.ir.tags import (
 from argus_core.ir.tags import read as data_read
 from argus_core.layout import Layout
 from argus_plugins.dsl.tile import tracer
-
-COORD = "coord"
 
 
 def _tile_value(x: Any, op: str):

@@ -43,8 +43,7 @@ from argus_core.ir import (
 )
 from argus_core.ir.expr import Cmp, Select
 from argus_core.ir.nodes import LoadScalar, Reduce, Scan
-from argus_core.ir.tags import READS, Contract, DataRead, RowsFor, Summand, read
-from argus_plugins.dsl.tile.tags import COORD
+from argus_core.ir.tags import COORD, READS, Contract, DataRead, RowsFor, Summand, read
 from argus_plugins.verifiers.smt import scan
 from argus_plugins.verifiers.smt.domain import AVal, Contribution, TagVal, sub
 

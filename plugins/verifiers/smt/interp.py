@@ -40,8 +40,7 @@ from argus_core.ir import (
 )
 from argus_core.ir.expr import BoolOp, Select
 from argus_core.ir.nodes import AtomicAdd
-from argus_core.ir.tags import AssertContraction, AssertTag, AssertTagEq, Requires, Tag
-from argus_plugins.dsl.tile.tags import COORD
+from argus_core.ir.tags import COORD, AssertContraction, AssertTag, AssertTagEq, Requires, Tag
 from argus_plugins.verifiers.smt.domain import AVal, Contribution, TagVal, sub
 from argus_plugins.verifiers.smt.report import counterexample
 from argus_plugins.verifiers.smt.solver import Context, Query
