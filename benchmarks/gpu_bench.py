@@ -344,7 +344,7 @@ def geomean(vals: list[float]) -> float | None:
 def dry_run(selected: list[Case]) -> int:
     """No GPU: list the cases; trace and lower every kernel at every policy, cross-compile the
     first policy of each family for sm_90."""
-    from argus_core.evaluate.targets import H200
+    from argus_core.target import H200
     from argus_core.types import Policy
     from argus_plugins.backends.hopper.backend import HopperBackend
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from argus_core.evaluate.dtypes import element_bytes
-from argus_core.evaluate.targets import H100, H200, MI300X, TARGETS, TargetSpec
+from argus_core.target import H100, H200, MI300X, TARGETS, TargetSpec
 from argus_core.types import CompileReport, Policy, TimingReport
 
 __all__ = ["H100", "H200", "MI300X", "TARGETS", "TargetSpec", "estimate_time", "lds_bytes_estimate"]

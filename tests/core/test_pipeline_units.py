@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from argus_core.evaluate.targets import H200
 from argus_core.pipeline import _measured, _merge_compile, _merge_verify, _planner_numbers
+from argus_core.target import H200
 from argus_core.types import CompileReport, VerifyReport
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from argus_core.errors import PolicyError
 from argus_core.evaluate.costmodel import estimate_time, lds_bytes_estimate
-from argus_core.evaluate.targets import H100, H200, TargetSpec
+from argus_core.target import H100, H200, TargetSpec
 from argus_core.types import CompileReport, LoweredKernel, Policy, TimingReport
 from argus_plugins.backends._triton_build import (
     check_compiler_options,

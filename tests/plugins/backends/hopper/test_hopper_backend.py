@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from argus_core.errors import PolicyError
-from argus_core.evaluate.targets import H200
+from argus_core.target import H200
 from argus_core.types import Policy
 from argus_plugins.backends.hopper.backend import HopperBackend
 from argus_plugins.dsl.tile.frontend import TileFrontend

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from argus_core.errors import PolicyError
-from argus_core.evaluate.targets import H200
 from argus_core.pipeline import Stages
 from argus_core.plugin_manager import Registry, default_plugin_manager
+from argus_core.target import H200
 from argus_core.types import Candidate, Policy
 from argus_plugins.backends.hopper.backend import HopperBackend
 from argus_plugins.dsl.tile.frontend import TileFrontend

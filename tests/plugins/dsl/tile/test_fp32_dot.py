@@ -4,9 +4,9 @@ Found on the H200: KernelBench fp32 matmul tasks failed there and passed on the 
 
 from __future__ import annotations
 
-from argus_core.evaluate.targets import H200
 from argus_core.pipeline import Stages
 from argus_core.plugin_manager import Registry, default_plugin_manager
+from argus_core.target import H200
 from argus_core.types import Policy
 from argus_plugins.backends.hopper.backend import HopperBackend
 
