@@ -6,7 +6,10 @@ from collections.abc import Iterable
 
 
 class ArgusError(Exception):
-    """Base class: every error Argus raises on purpose."""
+    """Base class: every error Argus raises on purpose. `stage` names the pipeline stage a
+    candidate fails at when this error escapes a stage (subclasses set their own)."""
+
+    stage: str = "pipeline"
 
 
 class ConfigError(ArgusError):

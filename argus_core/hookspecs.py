@@ -71,6 +71,14 @@ def argus_kb_paths() -> list[str]:
     An entry's id must be unique across every folder (`argus_core.kb`, docs/kb.md)."""
 
 
+@hookspec
+def argus_kb_targets() -> dict[str, str | None]:
+    """The knowledge-base target (`argus_core.kb.TARGETS`: "mi300x", "hopper") whose
+    techniques apply to each backend a plugin ships, by backend name; None for a backend
+    that gets the target-independent techniques only. A backend named nowhere gets those
+    of `kb.TARGET_OF_BACKEND`, or none."""
+
+
 # --------------------------------------------------------------------------- events
 
 

@@ -224,7 +224,7 @@ class Vocabulary:
         """Tiles and shapes from `conf/kernel/<family>.yaml` (the built-in families, and
         every registered kernel family whose option a plugin's config search path holds);
         policy spaces from the registered backends (`argus_register_backends`), grouped by
-        KB target (a backend's `kb_target` attribute, else `TARGET_OF_BACKEND`)."""
+        KB target (what a plugin's `argus_kb_targets` hook says, else `TARGET_OF_BACKEND`)."""
         import argus_conf
         from argus_core.plugin_manager import (
             Registry,
@@ -248,14 +248,17 @@ class Vocabulary:
             tiles[fam] = frozenset(cfg.get("tiles") or {})
             shapes[fam] = frozenset(cfg.get("shape") or {})
         spaces: dict[str, dict[str, tuple[Any, ...]]] = {t: {} for t in TARGETS}
+        declared: dict[str, str | None] = {}
+        for provided in pm.hook.argus_kb_targets():
+            declared.update(provided or {})
         targets: dict[str, str | None] = dict(TARGET_OF_BACKEND)
         for name, backend in registry.all("backend").items():
-            target = getattr(backend, "kb_target", TARGET_OF_BACKEND.get(name))
+            target = declared.get(name, TARGET_OF_BACKEND.get(name))
             if target is not None and target not in TARGETS:
-                raise KBError(f"backend {name!r}: " + choices_error("kb_target", target, TARGETS))
+                raise KBError(f"backend {name!r}: " + choices_error("kb target", target, TARGETS))
             if name in targets or target is not None:
                 targets[name] = target
-            if target is None or not hasattr(backend, "policy_space"):
+            if target is None:
                 continue
             for opt, vals in backend.policy_space().items():
                 merged = spaces[target].get(opt, ()) + tuple(vals)

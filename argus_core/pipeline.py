@@ -8,22 +8,20 @@ run goes on; only a broken configuration stops the run before it starts.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import sys
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from argus_core.errors import ArgusError, ConfigError
+from argus_core.evaluate.check import CheckRun
 from argus_core.plugin_manager import Registry, default_plugin_manager
 from argus_core.types import (
-    LOWERING_OPTIONS,
     Candidate,
     CandidateResult,
     CompileReport,
@@ -34,12 +32,15 @@ from argus_core.types import (
     VerifyReport,
 )
 
+if TYPE_CHECKING:
+    from argus_core.protocols import KernelFamily
+
 
 @dataclass
 class Stages:
     """The plugins one invocation uses, looked up by their config names."""
 
-    family: Any
+    family: KernelFamily
     dsl: Any
     verifier: Any
     backend: Any
@@ -51,13 +52,15 @@ class Stages:
     @classmethod
     def from_config(cls, cfg: DictConfig, registry: Registry) -> Stages:
         backend = registry.get("backend", cfg.backend.name)
-        backend_cfg: Any = cfg.backend
-        if hasattr(backend, "resolve"):  # backend=auto: the GPU present, else the CPU default
-            backend, grid = backend.resolve(registry, cfg.backend)
-            backend_cfg = {"name": backend.name, "policy_grid": grid}
+        # the backend that runs: itself, the GPU present (auto), or the interpreter bound to
+        # the target it emulates; with its policy grid
+        backend, grid = backend.resolve(registry, cfg.backend)
+        backend_cfg = OmegaConf.create({"name": backend.name, "policy_grid": grid})
+        dsl = registry.get("dsl", cfg.dsl.name)
         return cls(
-            family=_family(registry, cfg.kernel),
-            dsl=registry.get("dsl", cfg.dsl.name),
+            # the family as this run's kernel config binds it (kernel.source, a task, ...)
+            family=registry.get("kernel", cfg.kernel.name).bind(cfg.kernel, dsl),
+            dsl=dsl,
             verifier=registry.get("verifier", cfg.verifier.name),
             backend=backend,
             registry=registry,
@@ -73,21 +76,32 @@ class Stages:
         res = CandidateResult(candidate=cand, index=index)
         artifacts: dict[str, str] = {"dsl_source.py": cand.source}
         try:
-            self._evaluate(cand, res, artifacts)
+            if self.family.candidate_kind(cand) == "program":
+                self._evaluate_program(cand, res)
+            else:
+                self._evaluate(cand, res, artifacts)
         except ArgusError as exc:
-            res.failure = res.failure or f"{getattr(exc, 'stage', 'pipeline')}: {exc}"
+            res.failure = res.failure or f"{exc.stage}: {exc}"
         except Exception as exc:  # a plugin's bug fails this candidate, not the run
             res.failure = f"internal: {type(exc).__name__}: {exc}"
         res.seconds = time.perf_counter() - t0
         res.reward = _reward(res, reference_ms)
         return res, artifacts
 
-    def _evaluate(self, cand: Candidate, res: CandidateResult, artifacts: dict[str, str]) -> None:
-        cfg, family, backend = self.cfg, self.family, self.backend
-        own = getattr(family, "evaluate_candidate", None)  # kernelbench: a ModelNew candidate
-        if own is not None and own(self, cand, res, artifacts):
+    def _evaluate_program(self, cand: Candidate, res: CandidateResult) -> None:
+        """A candidate that is a whole program (KernelBench's ModelNew) has no DSL stage: the
+        family checks it where this run checks candidates, then it is timed like any other.
+        The check is its only stage, so it runs even with evaluate.correctness=off."""
+        res.correctness = self.family.check_program(cand, self._check_run(res.index))
+        if not res.correctness.ok:
+            res.failure = _correctness_failure(res.correctness)
             return
-        filename = str(getattr(family, "source_path", None) or f"<{cand.id}>")
+        self._time(cand, res)
+
+    def _evaluate(self, cand: Candidate, res: CandidateResult, artifacts: dict[str, str]) -> None:
+        """A DSL candidate through parse, policy, verify, lower, compile, check and timing."""
+        cfg, family, backend = self.cfg, self.family, self.backend
+        filename = str(family.source_path or f"<{cand.id}>")
         # a family made of several kernels (MoE: align, up, down, combine) names them all
         entries = _entries(family, cand)
         stage = "parse"
@@ -123,7 +137,7 @@ class Stages:
 
         try:
             lowered = [
-                self.dsl.lower(ir, pol, backend.lowering, self._lowering_options(backend, pol))
+                backend.lower(ir, pol, {"dtype": cfg.kernel.dtype})
                 for ir, pol in zip(irs, policies)
             ]
         except ArgusError as exc:
@@ -140,9 +154,9 @@ class Stages:
         if res.compile.asm:
             artifacts[f"kernel.{res.compile.asm_kind or 'asm'}"] = res.compile.asm
         if not res.compile.ok:
-            res.failure = f"compile: {_first_line(res.compile.error)}"
+            res.failure = f"compile: {_gist(res.compile.error)}"
             return
-        capacity = getattr(getattr(backend, "spec", None), "lds_bytes_per_cu", None)
+        capacity = backend.spec.lds_bytes_per_cu
         if capacity and res.compile.shared_bytes and res.compile.shared_bytes > capacity:
             # it compiles, but no block of it can launch on the target
             res.failure = (
@@ -153,9 +167,14 @@ class Stages:
 
         res.correctness = self._correctness(irs, policies, lowered, res)
         if res.correctness is not None and not res.correctness.ok:
-            res.failure = f"correctness: {_first_line(res.correctness.error) or 'wrong result'}"
+            res.failure = _correctness_failure(res.correctness)
             return
+        self._time(cand, res)
 
+    def _time(self, cand: Candidate, res: CandidateResult) -> None:
+        """The candidate's time: measured where its check ran on the GPU, else the backend's
+        cost-model estimate with the family's estimate of its baseline."""
+        cfg, family, backend = self.cfg, self.family, self.backend
         shape = dict(cfg.kernel.shape)
         measured = res.correctness.timing if res.correctness is not None else None
         if measured is not None:
@@ -166,31 +185,14 @@ class Stages:
                 )
         else:
             res.timing = backend.estimate(family, shape, cfg.kernel.dtype, cand.policy, res.compile)
-            if hasattr(family, "with_baseline"):  # kernelbench: the eager Model's estimate
-                res.timing = family.with_baseline(res.timing, backend)
-
-    def _lowering_options(self, backend: Any, policy: Policy | None = None) -> dict[str, Any]:
-        """The backend's lowering options, the policy's lowering options (Hopper: tma,
-        warp_specialize, persistent — as programs, per SM of the candidate's target), and
-        for an fp32 run IEEE fp32 dots (NVIDIA's default for fp32 `tl.dot` is TF32, ~1e-3
-        off, which fp32 tolerances reject)."""
-        options = dict(backend.lowering_options)
-        if self.cfg.kernel.dtype == "fp32":
-            options.setdefault("dot_input_precision", "ieee")
-        if policy is not None:
-            for key in LOWERING_OPTIONS:
-                if policy.compiler.get(key):
-                    options[key] = policy.compiler[key]
-            if options.get("persistent"):
-                sms = getattr(getattr(self.backend, "spec", None), "cus", None) or 132
-                options["persistent_programs"] = int(options["persistent"]) * int(sms)
-        return options
+            res.timing = family.baseline_estimate(res.timing, backend.spec)
 
     def _verify(self, ir: Any, policy: Policy) -> VerifyReport:
         """The verifier's report; a verifier that breaks on a kernel proves nothing about it
         (`unknown`), which does not stop the candidate unless fail_on_unknown is set."""
         try:
-            return self.verifier.verify(ir, policy, dict(self.cfg.verifier))
+            # lanes and warps of counterexamples are the run's target's
+            return self.verifier.verify(ir, policy, dict(self.cfg.verifier), self.backend.spec)
         except Exception as exc:
             return VerifyReport(
                 status="unknown",
@@ -200,48 +202,45 @@ class Stages:
     def _correctness(
         self, irs: list[Any], policies: list[Policy], lowered: list[Any], res: CandidateResult
     ) -> CorrectnessReport | None:
-        from argus_core.evaluate.correctness import check_correctness
-
-        ev = self.cfg.evaluate
-        mode = ev.correctness
-        if mode == "off":
+        """The family's check of the lowered kernels where this run checks candidates (the
+        interpreter runs its own lowering of the IR); None with evaluate.correctness=off."""
+        if self.cfg.evaluate.correctness == "off":
             return None
-        use_device = mode == "device" or (
-            mode == "auto" and self.backend.name != "interpret" and self.backend.device_available()
-        )
-        if use_device:
-            runner = "cuda"  # the GPU runner (CUDA or ROCm builds of torch alike)
-        else:
-            interp = self.registry.get("backend", "interpret")
-            runner = "interpret"
+        run = self._check_run(res.index)
+        if run.runner == "interpret":
+            interp = self.backend
+            if interp.name != "interpret":  # the run's target's kernel, run on the CPU
+                interp, _ = self.registry.get("backend", "interpret").resolve(
+                    self.registry, {"options": {"emulates": self.backend.name}}
+                )
             lowered = [
-                self.dsl.lower(ir, pol, interp.lowering, self._lowering_options(interp, pol))
+                interp.lower(ir, pol, {"dtype": self.cfg.kernel.dtype})
                 for ir, pol in zip(irs, policies)
             ]
-        shapes = [dict(s) for s in self.cfg.kernel.check_shapes] or [dict(self.cfg.kernel.shape)]
-        timing = {"shape": dict(self.cfg.kernel.shape)} if runner == "cuda" else None
-        own = getattr(self.family, "check_lowered", None)  # kernelbench: the task's Model
-        if own is not None:
-            seed = int(self.cfg.seed) + res.index * 1000
-            return own(
-                lowered,
-                res.candidate.policy,
-                runner=runner,
-                seed=seed,
-                timeout_s=float(ev.timeout_s),
-            )
-        return check_correctness(
-            lowered if len(lowered) > 1 else lowered[0],
-            self.family.name,
-            shapes,
-            self.cfg.kernel.dtype,
+        # launched with what Triton takes: the options the lowering read are in the source
+        policy = res.candidate.policy
+        launched = Policy(dict(policy.tiles), self.backend.compiler_options(policy))
+        return self.family.check(lowered, launched, run)
+
+    def _check_run(self, index: int) -> CheckRun:
+        """How candidate `index` is checked, decided here once for every family and kind:
+        on the GPU (evaluate.correctness=device, or auto with a GPU backend whose device is
+        present; timed there too), else in the Triton interpreter on the CPU."""
+        cfg, ev = self.cfg, self.cfg.evaluate
+        on_device = ev.correctness == "device" or (
+            ev.correctness == "auto"
+            and self.backend.name != "interpret"
+            and self.backend.device_available()
+        )
+        shape = dict(cfg.kernel.shape)
+        return CheckRun(
+            runner="cuda" if on_device else "interpret",  # "cuda": torch's GPU device, ROCm too
+            dtype=str(cfg.kernel.dtype),
+            shapes=tuple(dict(s) for s in cfg.kernel.check_shapes) or (shape,),
             trials=int(ev.trials),
-            seed=int(self.cfg.seed) + res.index * 1000,
-            runner=runner,
+            seed=int(cfg.seed) + index * 1000,
             timeout_s=float(ev.timeout_s),
-            constexprs=dict(res.candidate.policy.tiles),
-            compiler=dict(res.candidate.policy.compiler),
-            timing=timing,
+            timed_shape=shape if on_device else None,
         )
 
 
@@ -250,9 +249,9 @@ def _measured(m: dict[str, Any], shape: dict[str, int], backend: Any) -> TimingR
     if m.get("ms") is None:
         return None
     base = min(m["baselines"].values()) if m.get("baselines") else None
-    spec = getattr(backend, "spec", None)
+    spec = backend.spec
     roof_ms = None  # the roofline floor: compute at matrix peak or bytes at HBM bandwidth
-    if spec is not None and m.get("flops"):
+    if m.get("flops"):
         roof_ms = 1e3 * max(m["flops"] / spec.peak("bf16"), m["bytes"] / (spec.hbm_tbps * 1e12))
     return TimingReport(
         ms=m["ms"],
@@ -271,7 +270,7 @@ def _measured(m: dict[str, Any], shape: dict[str, int], backend: Any) -> TimingR
 def _planner_numbers(session: Any, limit: int = 200) -> dict[str, float]:
     """The numeric leaves of `session.state()` (value estimates, counts), dotted keys, so
     trackers can log how the planner's estimates move over the run."""
-    state = session.state() if hasattr(session, "state") else None
+    state = session.state()
     out: dict[str, float] = {}
 
     def walk(prefix: str, node: Any) -> None:
@@ -287,12 +286,12 @@ def _planner_numbers(session: Any, limit: int = 200) -> dict[str, float]:
     return out
 
 
-def _entries(family: Any, cand: Candidate) -> tuple[str, ...]:
-    """The kernels a candidate runs: fixed for a multi-kernel family (MoE), chosen by the
-    policy where the family says so (GEMM split-K), else the candidate's entry."""
-    if cand.origin != "llm" and hasattr(family, "entries_for"):
-        return tuple(family.entries_for(dict(cand.policy.tiles)))
-    return tuple(getattr(family, "entries", None) or (cand.entry,))
+def _entries(family: KernelFamily, cand: Candidate) -> tuple[str, ...]:
+    """The kernels a candidate runs: an LLM's module defines every kernel of the family's
+    program; a planner's candidate runs those its policy picks (GEMM split-K: two)."""
+    if cand.origin == "llm":
+        return tuple(family.entries)
+    return tuple(family.entries_for(dict(cand.policy.tiles)))
 
 
 def _policy_for(ir: Any, policy: Policy) -> Policy:
@@ -301,11 +300,10 @@ def _policy_for(ir: Any, policy: Policy) -> Policy:
     return Policy({k: v for k, v in policy.tiles.items() if k in names}, dict(policy.compiler))
 
 
-def _tensor_dtypes(family: Any, dtype: str, irs: list[Any]) -> dict[str, str]:
+def _tensor_dtypes(family: KernelFamily, dtype: str, irs: list[Any]) -> dict[str, str]:
     """Element dtype of every tensor argument: the family's own choices (fp32 lse, int32
     indices), the run's dtype for the rest."""
-    own = getattr(family, "tensor_dtypes", None)
-    fixed = dict(own(dtype)) if own else {}
+    fixed = dict(family.tensor_dtypes(dtype))
     return {t.name: fixed.get(t.name, dtype) for ir in irs for t in ir.tensors}
 
 
@@ -331,8 +329,8 @@ def _merge_compile(names: list[str], reports: list[CompileReport]) -> CompileRep
     if len(reports) == 1:
         return reports[0]
 
-    def peak(attr: str, fn=max):
-        vals = [getattr(r, attr) for r in reports if getattr(r, attr) is not None]
+    def peak(values: Any, fn: Any = max) -> Any:
+        vals = [v for v in values if v is not None]
         return fn(vals) if vals else None
 
     instructions: dict[str, int] = {}
@@ -344,48 +342,40 @@ def _merge_compile(names: list[str], reports: list[CompileReport]) -> CompileRep
         ok=all(r.ok for r in reports),
         error="\n".join(f"{n}: {r.error}" for n, r in zip(names, reports) if r.error),
         seconds=sum(r.seconds for r in reports),
-        registers=peak("registers"),
-        sgprs=peak("sgprs"),
-        agprs=peak("agprs"),
-        spills=peak("spills", sum),
-        scratch_bytes=peak("scratch_bytes"),
-        occupancy=peak("occupancy", min),
-        shared_bytes=peak("shared_bytes"),
-        mma_count=peak("mma_count", sum),
-        buffer_loads=peak("buffer_loads", sum),
+        registers=peak(r.registers for r in reports),
+        sgprs=peak(r.sgprs for r in reports),
+        agprs=peak(r.agprs for r in reports),
+        spills=peak((r.spills for r in reports), sum),
+        scratch_bytes=peak(r.scratch_bytes for r in reports),
+        occupancy=peak((r.occupancy for r in reports), min),
+        shared_bytes=peak(r.shared_bytes for r in reports),
+        mma_count=peak((r.mma_count for r in reports), sum),
+        buffer_loads=peak((r.buffer_loads for r in reports), sum),
         instructions=instructions,
         asm="\n".join(f"; ==== kernel {n} ====\n{r.asm}" for n, r in zip(names, reports)),
         asm_kind=reports[0].asm_kind,
     )
 
 
-def _family(registry: Registry, kernel_cfg: Any) -> Any:
-    """The kernel family the config names, with its source. A family that binds itself to
-    the config (`for_task`: kernel=kernelbench reads kernel.path/task/source) does so."""
-    family = registry.get("kernel", kernel_cfg.name)
-    if hasattr(family, "for_task"):
-        return family.for_task(kernel_cfg)
-    return _with_source(family, kernel_cfg.get("source"))
-
-
-def _with_source(family: Any, source: str | None) -> Any:
-    """The family, reading its DSL kernel from `source` (`kernel.source=PATH`) when
-    given: users bring their own version of a family's kernel and keep its reference."""
-    if not source:
-        return family
-    path = os.path.abspath(source)
-    if not os.path.isfile(path):
-        raise ConfigError(f"kernel.source={source!r}: no such file")
-    if not hasattr(family, "source_path"):
-        raise ConfigError(f"kernel family {family.name!r} does not take kernel.source")
-    family = copy.copy(family)
-    family.source_path = Path(path)
-    return family
-
-
-def _first_line(text: str) -> str:
+def _gist(text: str) -> str:
+    """The last non-empty line of an error (where a traceback names the exception), cut
+    to 300 characters."""
     lines = [ln for ln in (text or "").strip().splitlines() if ln.strip()]
     return lines[-1][:300] if lines else ""
+
+
+# a check whose error starts with one of these stages rejected the candidate before or
+# while it ran (a static check of its source, a guard tripped by what it called) instead of
+# comparing its output: the failure keeps that stage's name
+REJECTING_STAGES = ("static", "guard")
+
+
+def _correctness_failure(report: CorrectnessReport) -> str:
+    """A failed check as the candidate's failure, "stage: reason"."""
+    stage, _, why = report.error.partition(": ")
+    if stage in REJECTING_STAGES:
+        return f"{stage}: {_gist(why)}"
+    return f"correctness: {_gist(report.error) or 'wrong result'}"
 
 
 def _reward(res: CandidateResult, reference_ms: float | None) -> float:
@@ -446,6 +436,7 @@ def run(cfg: DictConfig) -> int:
         cfg.planner,
         {
             "family": stages.family,
+            "dsl": stages.dsl,  # the language candidates are written in (LLM prompts)
             "backend": stages.backend,
             "kernel_cfg": cfg.kernel,
             "backend_cfg": stages.backend_cfg,
@@ -499,7 +490,7 @@ def run(cfg: DictConfig) -> int:
         f"verifier={cfg.verifier.name} candidates={len(results)}"
     )
     print(render_table(results, estimated=estimated))
-    for line in getattr(listener, "summary_lines", lambda: [])():
+    for line in listener.summary_lines():
         print(line)
     with open(os.path.join(run_dir, "results.json"), "w") as f:
         json.dump([r.to_dict() for r in results], f, indent=2, default=str)

@@ -19,7 +19,10 @@ from argus_core.errors import UnknownPluginError
 ENTRY_POINT_GROUP = "argus"
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
-    "argus_core.kernels",
+    "argus_plugins.kernels.gemm",
+    "argus_plugins.kernels.attention",
+    "argus_plugins.kernels.moe",
+    "argus_plugins.kernels.kernelbench",
     "argus_core.tracking",
     "argus_plugins.dsl.tile",
     "argus_plugins.verifiers",

@@ -1,19 +1,26 @@
 """Tracing DSL source that nobody reviewed (an LLM's) without running it in this process.
 
 Two layers. `check_source` reads the module's syntax tree and rejects, naming the line,
-anything a DSL module has no use for: imports other than the DSL and `math`, builtins
-outside an allowlist, dunder and private attributes, classes, `try`/`with`, and modules
-that are not DSL at all (no `@al.kernel`). Only then does `trace_in_child` execute it, in
-a child Python process under a wall-clock limit (an infinite loop at trace time is killed)
-with CPU, memory and file-size limits and with `__import__`/`open`/`exec`/`eval` refused
-to the DSL module's own code. The IR comes back pickled and is unpickled with an allowlist
-of classes, so even a child that escaped could not run code in this process.
+anything a DSL module has no use for: imports other than the DSL front end allows
+(`DSLFrontend.allowed_imports`), builtins outside an allowlist, dunder and private
+attributes, classes, `try`/`with`, and modules that are not DSL at all (no function marked
+with the front end's `kernel_decorator`, `@al.kernel` in the tile DSL). Only then does
+`trace_in_child` execute it, in a child Python process under a wall-clock limit (an
+infinite loop at trace time is killed) with CPU, memory and file-size limits and with
+`__import__`/`open`/`exec`/`eval` refused to the DSL module's own code. The IR comes back
+pickled and is unpickled with an allowlist of classes, so even a child that escaped could
+not run code in this process.
+
+The sandbox knows no DSL by name: every function takes the front end (`dsl`) whose code it
+checks and traces.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import copyreg
+import importlib
 import io
 import math
 import os
@@ -22,19 +29,12 @@ import subprocess
 import sys
 import types
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from argus_core.errors import DSLError
 
-# module -> names `from module import ...` may take (None: any public name); `import
-# module` is allowed only for modules whose value here is None
-ALLOWED_IMPORTS: dict[str, frozenset[str] | None] = {
-    "argus_plugins.dsl.tile": frozenset({"lang"}),
-    "math": None,
-    "__future__": frozenset({"annotations"}),
-}
-ALLOWED_IMPORTS_TEXT = "from argus_plugins.dsl.tile import lang as al; import math"
-DSL_MODULE = "argus_plugins.dsl.tile.lang"  # its alias is what `@<alias>.kernel` names
+if TYPE_CHECKING:
+    from argus_core.protocols import DSLFrontend
 
 # builtins a DSL module may name; every other builtin is refused
 SAFE_BUILTINS: frozenset[str] = frozenset(
@@ -115,6 +115,39 @@ def _public(module: types.ModuleType) -> frozenset[str]:
     return frozenset(names)
 
 
+def _import_bindings(tree: ast.Module) -> dict[str, str]:
+    """Import alias -> the dotted name it binds, for every absolute import in `tree`
+    (`from a.b import c as d` binds d to "a.b.c"; `import a.b` binds a to "a")."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                out[alias.asname or top] = alias.name if alias.asname else top
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                out[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    return out
+
+
+def kernel_marker(dsl: DSLFrontend) -> tuple[str, str]:
+    """(module, attribute) of the front end's kernel decorator: `dsl.kernel_decorator`
+    ("al.kernel") read through the imports of `dsl.allowed_imports_text`, so DSL code
+    may bind the module under any alias. DSLError if the two declarations disagree."""
+    alias, _, attr = dsl.kernel_decorator.rpartition(".")
+    try:
+        bindings = _import_bindings(ast.parse(dsl.allowed_imports_text))
+    except SyntaxError:
+        bindings = {}
+    if not attr or alias not in bindings:
+        raise DSLError(
+            f"dsl={dsl.name}: kernel_decorator {dsl.kernel_decorator!r} must be "
+            f"`<alias>.<name>` with an alias that allowed_imports_text "
+            f"({dsl.allowed_imports_text!r}) imports"
+        )
+    return bindings[alias], attr
+
+
 def _bound_names(tree: ast.Module) -> set[str]:
     """Every name the module binds: defs, parameters, assignment and loop targets,
     comprehension and lambda variables, import aliases."""
@@ -135,11 +168,12 @@ def _bound_names(tree: ast.Module) -> set[str]:
 
 
 class _Checker(ast.NodeVisitor):
-    def __init__(self, filename: str, allowed_imports: Mapping[str, frozenset[str] | None]):
+    def __init__(self, filename: str, dsl: DSLFrontend):
         self.filename = filename
-        self.allowed = allowed_imports
+        self.allowed: Mapping[str, frozenset[str] | None] = dsl.allowed_imports
+        self.allowed_text = dsl.allowed_imports_text
         self.modules: dict[str, frozenset[str]] = {}  # import alias -> readable attributes
-        self.dsl_aliases: set[str] = set()
+        self.bindings: dict[str, str] = {}  # import alias -> the module it names
         self.bound: set[str] = set()
 
     def fail(self, node: ast.AST, message: str) -> DSLError:
@@ -154,7 +188,7 @@ class _Checker(ast.NodeVisitor):
     # imports ------------------------------------------------------------------
     def _import_error(self, node: ast.AST, text: str) -> DSLError:
         return self.fail(
-            node, f"import not allowed: {text!r}; DSL code may import only: {ALLOWED_IMPORTS_TEXT}"
+            node, f"import not allowed: {text!r}; DSL code may import only: {self.allowed_text}"
         )
 
     def visit_Import(self, node: ast.Import) -> None:
@@ -175,15 +209,12 @@ class _Checker(ast.NodeVisitor):
                 self._bind_module(alias.asname or alias.name, f"{module}.{alias.name}")
 
     def _bind_module(self, alias: str, dotted: str) -> None:
-        import importlib
-
         try:
             value = importlib.import_module(dotted)
         except ImportError:
             return  # `from math import sqrt`: a function, read like any other name
         self.modules[alias] = _public(value)
-        if dotted == DSL_MODULE:
-            self.dsl_aliases.add(alias)
+        self.bindings[alias] = dotted
 
     # names and attributes -----------------------------------------------------
     def visit_Name(self, node: ast.Name) -> None:
@@ -210,12 +241,14 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
 
-def _is_kernel(node: ast.FunctionDef, aliases: set[str]) -> bool:
+def _is_kernel(node: ast.FunctionDef, aliases: set[str], attr: str) -> bool:
+    """True when `node` is decorated with `<alias>.<attr>` (or a call of it) for one of
+    `aliases`, the names the module binds to the DSL's kernel-decorator module."""
     for dec in node.decorator_list:
         target = dec.func if isinstance(dec, ast.Call) else dec
         if (
             isinstance(target, ast.Attribute)
-            and target.attr == "kernel"
+            and target.attr == attr
             and isinstance(target.value, ast.Name)
             and target.value.id in aliases
         ):
@@ -223,22 +256,20 @@ def _is_kernel(node: ast.FunctionDef, aliases: set[str]) -> bool:
     return False
 
 
-def check_source(
-    source: str,
-    filename: str = "<llm>",
-    allowed_imports: Mapping[str, frozenset[str] | None] | None = None,
-) -> None:
-    """Return only if `source` is a DSL module fit to trace; else raise DSLError naming
-    `filename:line` and the kind: "no code", "syntax error", "import not allowed",
-    "name not allowed", "attribute not allowed", "not allowed in DSL code" (a class,
-    try, with, ...) or "not DSL" (no `@al.kernel` function). Nothing is executed."""
+def check_source(dsl: DSLFrontend, source: str, filename: str = "<llm>") -> None:
+    """Return only if `source` is a module of `dsl` fit to trace; else raise DSLError
+    naming `filename:line` and the kind: "no code", "syntax error", "import not allowed"
+    (outside `dsl.allowed_imports`), "name not allowed", "attribute not allowed", "not
+    allowed in DSL code" (a class, try, with, ...) or "not DSL" (no function marked with
+    `dsl.kernel_decorator`). Nothing is executed."""
     if not source or not source.strip():
         raise DSLError("no code: the source is empty", f"{filename}:1")
     try:
         tree = ast.parse(source, filename)
     except SyntaxError as exc:
         raise DSLError(f"syntax error: {exc.msg}", f"{filename}:{exc.lineno or 1}") from None
-    checker = _Checker(filename, ALLOWED_IMPORTS if allowed_imports is None else allowed_imports)
+    module, attr = kernel_marker(dsl)
+    checker = _Checker(filename, dsl)
     checker.bound = _bound_names(tree)
     # imports first, so attribute checks know every module alias wherever it is used
     for node in ast.walk(tree):
@@ -246,12 +277,13 @@ def check_source(
             checker.visit(node)
     checker.visit(tree)
     funcs = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
-    if not any(_is_kernel(f, checker.dsl_aliases) for f in funcs):
+    aliases = {a for a, dotted in checker.bindings.items() if dotted == module}
+    if not any(_is_kernel(f, aliases, attr) for f in funcs):
         line = funcs[0].lineno if funcs else 1
+        marker = dsl.kernel_decorator
         raise DSLError(
-            "not DSL: the module defines no @al.kernel function (a DSL module imports "
-            "`from argus_plugins.dsl.tile import lang as al` and decorates its kernels "
-            "with @al.kernel)",
+            f"not DSL: the module defines no @{marker} function (a {dsl.name} DSL module "
+            f"imports `{dsl.allowed_imports_text}` and decorates its kernels with @{marker})",
             f"{filename}:{line}",
         )
 
@@ -260,31 +292,28 @@ def check_source(
 
 
 def trace_in_child(
+    dsl: DSLFrontend,
     source: str,
     entry: str,
     filename: str = "<llm>",
     timeout_s: float | None = None,
-    dsl: Any = None,
 ) -> Any:
-    """The KernelIR of `entry`, traced by `dsl.parse` (default: the tile front end) in a
-    child process killed after `timeout_s` seconds (default `trace_timeout_s()`).
-    Raises DSLError: "trace timed out after Ns", or the child's own DSLError (with its
-    line), or the child's crash. Call `check_source` first: this executes the module."""
-    return trace_all_in_child(source, [entry], filename, timeout_s, dsl)[0]
+    """The KernelIR of `entry`, traced by `dsl.parse` in a child process killed after
+    `timeout_s` seconds (default `trace_timeout_s()`). `dsl` is pickled to the child, so
+    it must pickle (a plain front-end object does). Raises DSLError: "trace timed out
+    after Ns", or the child's own DSLError (with its line), or the child's crash. Call
+    `check_source` first: this executes the module."""
+    return trace_all_in_child(dsl, source, [entry], filename, timeout_s)[0]
 
 
 def trace_all_in_child(
+    dsl: DSLFrontend,
     source: str,
     entries: Sequence[str],
     filename: str = "<llm>",
     timeout_s: float | None = None,
-    dsl: Any = None,
 ) -> list[Any]:
     """`trace_in_child` for several kernels of one module, in one child (MoE has five)."""
-    if dsl is None:
-        from argus_plugins.dsl.tile.frontend import TileFrontend
-
-        dsl = TileFrontend()
     limit = float(timeout_s) if timeout_s is not None else trace_timeout_s()
     payload = pickle.dumps(
         {
@@ -319,7 +348,7 @@ def trace_all_in_child(
 
 
 def parse_candidate(
-    dsl: Any, cand: Any, entries: Sequence[str], timeout_s: float | None = None
+    dsl: DSLFrontend, cand: Any, entries: Sequence[str], timeout_s: float | None = None
 ) -> list[Any]:
     """The IR of each of `entries` in an LLM candidate's source: `check_source`, then one
     child trace (`trace_all_in_child`, killed after `timeout_s`; None: the default limit).
@@ -328,8 +357,8 @@ def parse_candidate(
     filename = f"<{cand.id}>"
     if not cand.source.strip():
         raise DSLError(cand.note or "no code: the candidate's source is empty", f"{filename}:1")
-    check_source(cand.source, filename)
-    return trace_all_in_child(cand.source, entries, filename, timeout_s, dsl=dsl)
+    check_source(dsl, cand.source, filename)
+    return trace_all_in_child(dsl, cand.source, entries, filename, timeout_s)
 
 
 # classes the IR is made of; anything else in a child's reply is refused
@@ -344,22 +373,18 @@ class _SafeUnpickler(pickle.Unpickler):
         if module == "builtins" and name in _SAFE_BUILTIN_CLASSES:
             return getattr(builtins, name)
         if module == "copyreg" and name == "_reconstructor":
-            import copyreg
-
             return copyreg._reconstructor
         if module.startswith(("argus_core.", "argus_plugins.")) and module != __name__:
-            import importlib
-
             value = getattr(importlib.import_module(module), name, None)
             if isinstance(value, type):
                 return value
         raise pickle.UnpicklingError(f"the tracing child sent {module}.{name}, not IR data")
 
 
-def _guard_dsl_code() -> None:
-    """In the child: refuse `__import__` beyond the allowlist and the dangerous builtins
-    to code of the DSL module being traced (its namespace is named `argus_dsl_*`); the
-    front end itself keeps them."""
+def _guard_dsl_code(allowed: Mapping[str, frozenset[str] | None]) -> None:
+    """In the child: refuse `__import__` beyond `allowed` (the front end's allowlist) and
+    the dangerous builtins to code of the DSL module being traced (its namespace is named
+    `argus_dsl_*`); the front end itself keeps them."""
     real_import = builtins.__import__
 
     def from_dsl(depth: int) -> bool:
@@ -367,7 +392,7 @@ def _guard_dsl_code() -> None:
 
     def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002
         if (globals or {}).get("__name__", "").startswith("argus_dsl_") and (
-            level or name not in ALLOWED_IMPORTS
+            level or name not in allowed
         ):
             raise ImportError(f"import not allowed in DSL code: {name!r}")
         return real_import(name, globals, locals, fromlist, level)
@@ -403,7 +428,7 @@ def _child_main() -> None:
     sys.dont_write_bytecode = True
     _limit_child(int(request["cpu_s"]))
     dsl = request["dsl"]
-    _guard_dsl_code()
+    _guard_dsl_code(dsl.allowed_imports)
     try:
         irs = [dsl.parse(request["source"], e, request["filename"]) for e in request["entries"]]
         reply: dict[str, Any] = {"irs": irs}

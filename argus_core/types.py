@@ -98,17 +98,6 @@ class Param:
         return cls(d["name"], d["kind"], tuple(d["binding"]), d.get("dtype", ""))
 
 
-# policy options read by the lowering, not by Triton's compiler or launcher (Hopper):
-# `tma` (plain tile views through TMA descriptors), `warp_specialize` (the main loop split
-# into producer/consumer warps; needs tma), `persistent` (programs per SM looping over tiles)
-LOWERING_OPTIONS: tuple[str, ...] = ("tma", "warp_specialize", "persistent")
-
-
-def compiler_only(options: dict[str, Any]) -> dict[str, Any]:
-    """`options` without the LOWERING_OPTIONS: what Triton's compile and launch accept."""
-    return {k: v for k, v in options.items() if k not in LOWERING_OPTIONS}
-
-
 @dataclass
 class LoweredKernel:
     """Triton source for one kernel, with what a launcher needs to call it.

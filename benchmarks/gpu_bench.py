@@ -160,44 +160,44 @@ def cases() -> list[Case]:
 
 
 def family_of(name: str) -> Any:
-    from argus_core.kernels.attention.family import AttentionFamily
-    from argus_core.kernels.gemm.family import GemmFamily
-    from argus_core.kernels.moe.family import MoEFamily
+    from argus_plugins.kernels.attention.family import AttentionFamily
+    from argus_plugins.kernels.gemm.family import GemmFamily
+    from argus_plugins.kernels.moe.family import MoEFamily
 
     return {"gemm": GemmFamily, "attention": AttentionFamily, "moe": MoEFamily}[name]()
 
 
+def backend_named(name: str) -> Any:
+    """The registered backend `name` (h200: what this benchmark times; mi300x: static)."""
+    from argus_core.plugin_manager import Registry, default_plugin_manager
+
+    return Registry(default_plugin_manager()).get("backend", name)
+
+
 def lower_all(
-    family: Any, tiles: dict[str, int], options: dict[str, Any] | None = None
+    family: Any, tiles: dict[str, int], options: dict[str, Any] | None = None, backend: Any = None
 ) -> list[Any]:
-    """The family's kernels traced and lowered for these tiles (policy constants), with
-    the Hopper lowering options of the policy (tma, warp_specialize, persistent)."""
+    """The family's kernels traced and lowered (bf16) by `backend` (default h200) for these
+    tiles (policy constants) and the policy's options (the backend's lowering reads its own:
+    Hopper's tma, warp_specialize, persistent)."""
+    from argus_core.plugin_manager import Registry, default_plugin_manager
     from argus_core.types import Policy
-    from argus_plugins.dsl.tile.frontend import TileFrontend
 
-    options = dict(options or {})
-    if options.get("persistent"):
-        options["persistent_programs"] = int(options["persistent"]) * SMS
-
-    fe = TileFrontend()
+    backend = backend or backend_named("h200")
+    fe = Registry(default_plugin_manager()).get("dsl", "tile")
     out = []
-    if hasattr(family, "entries_for"):  # GEMM: split-K policies run two kernels
-        entries = family.entries_for(tiles)
-    else:
-        entries = getattr(family, "entries", None) or (family.entry,)
-    for entry in entries:
+    # GEMM: split-K policies run two kernels; MoE always its five
+    for entry in family.entries_for(tiles):
         ir = fe.parse(family.source(), entry, str(family.source_path))
         names = {c.name for c in ir.constexprs}
-        out.append(
-            fe.lower(ir, Policy({k: v for k, v in tiles.items() if k in names}), "triton", options)
-        )
+        policy = Policy({k: v for k, v in tiles.items() if k in names}, dict(options or {}))
+        out.append(backend.lower(ir, policy, {"dtype": "bf16"}))
     return out
 
 
 # policy keys that are not tile constants: warps, stages, and the Hopper lowering options
 POLICY_KEYS = {"w": "num_warps", "s": "num_stages", "tma": "tma", "ws": "warp_specialize"}
 POLICY_KEYS["persist"] = "persistent"
-SMS = 132  # the H200's SMs: persistent programs per SM times this
 
 
 def split(case: Case, p: dict[str, int]) -> tuple[dict[str, int], dict[str, int]]:
@@ -214,10 +214,11 @@ def split(case: Case, p: dict[str, int]) -> tuple[dict[str, int], dict[str, int]
 def runner(family: Any, kernels: list[Any], tiles: dict[str, int], compiler: dict[str, int]) -> Any:
     """run_on(inputs): launch the kernel (or the family's program of kernels)."""
     from argus_core.evaluate.launch import launch_args, load_kernel
-    from argus_core.types import compiler_only
+    from argus_core.types import Policy
 
     fns = {k.name: (k, load_kernel(k)) for k in kernels}
-    launch_opts = compiler_only(compiler)  # the lowering options are in the source already
+    # what Triton's launch takes: the options the lowering read are in the source already
+    launch_opts = backend_named("h200").compiler_options(Policy(tiles, compiler))
 
     def launch(name: str, tensors: dict[str, Any]) -> None:
         lowered, fn = fns[name]
@@ -344,11 +345,9 @@ def geomean(vals: list[float]) -> float | None:
 def dry_run(selected: list[Case]) -> int:
     """No GPU: list the cases; trace and lower every kernel at every policy, cross-compile the
     first policy of each family for sm_90."""
-    from argus_core.target import H200
     from argus_core.types import Policy
-    from argus_plugins.backends.hopper.backend import HopperBackend
 
-    backend = HopperBackend("h200", H200)
+    backend = backend_named("h200")
     compiled: set[str] = set()
     for c in selected:
         family = family_of(c.family)
@@ -360,7 +359,7 @@ def dry_run(selected: list[Case]) -> int:
             if c.family not in compiled or (hopper_only and (c.family, str(p)) not in compiled):
                 dtypes = {
                     **{t: "bf16" for k in kernels for t in _tensors(k)},
-                    **getattr(family, "tensor_dtypes", lambda d: {})("bf16"),
+                    **family.tensor_dtypes("bf16"),
                 }
                 for k in kernels:
                     rep = backend.compile(
@@ -388,9 +387,8 @@ def mi300x_static(selected: list[Case]) -> int:
     then 1; the first that fits the MI300X (LDS <= 64 KiB on the compiled kernel) without
     spills is reported (else the first that fits). Static: nothing here runs."""
     from argus_core.types import Policy
-    from argus_plugins.backends.mi300x.backend import Mi300xBackend
 
-    backend = Mi300xBackend()
+    backend = backend_named("mi300x")
     rows = [
         (
             "family",
@@ -416,10 +414,10 @@ def mi300x_static(selected: list[Case]) -> int:
                     backend.validate_policy(Policy(tiles, compiler))
                 except Exception:
                     continue
-                kernels = lower_all(family, tiles)
+                kernels = lower_all(family, tiles, backend=backend)
                 dtypes = {
                     **{t: "bf16" for k in kernels for t in _tensors(k)},
-                    **getattr(family, "tensor_dtypes", lambda d: {})("bf16"),
+                    **family.tensor_dtypes("bf16"),
                 }
                 reps = [
                     backend.compile(

@@ -1,5 +1,6 @@
 """Verification time of the smt verifier: per kernel, and how it grows with tile size and
-warps. CPU only. Usage: python benchmarks/verify_bench.py [--repeat 3]
+warps. CPU only. Usage: python benchmarks/verify_bench.py [--repeat 3] [--backend mi300x]
+(the backend whose declared target spec the kernels are verified for).
 
 Prints one table last: kernel, tiles, warps, status, assertions, z3 queries, median seconds.
 """
@@ -11,13 +12,15 @@ import pathlib
 import statistics
 import time
 
+from argus_core.plugin_manager import Registry, default_plugin_manager
+from argus_core.target import TargetSpec
 from argus_core.types import Policy
 from argus_plugins.dsl.tile.frontend import TileFrontend
 from argus_plugins.verifiers.smt import analyse
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-GEMM = ROOT / "argus_core" / "kernels" / "gemm" / "kernel.py"
-ATTENTION = ROOT / "argus_core" / "kernels" / "attention" / "kernel.py"
+GEMM = ROOT / "plugins" / "kernels" / "gemm" / "kernel.py"
+ATTENTION = ROOT / "plugins" / "kernels" / "attention" / "kernel.py"
 CORRECT = ROOT / "tests" / "plugins" / "verifiers" / "smt" / "correct"
 
 
@@ -26,6 +29,7 @@ def measure(
     tiles: dict[str, int],
     warps: int,
     repeat: int,
+    target: TargetSpec,
     entry: str = "gemm",
     keys: tuple[str, ...] = ("BM", "BN", "BK"),
 ) -> dict:
@@ -35,7 +39,7 @@ def measure(
     times, findings, ctx = [], [], None
     for _ in range(repeat):
         t0 = time.perf_counter()
-        findings, ctx = analyse(ir, pol, {})
+        findings, ctx = analyse(ir, pol, {}, target)
         times.append(time.perf_counter() - t0)
     status = (
         "violated"
@@ -56,22 +60,32 @@ def measure(
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--backend", default="mi300x", help="verify for this backend's target")
     args = ap.parse_args()
+    target = Registry(default_plugin_manager()).get("backend", args.backend).spec
     rows = []
     for t in (16, 32, 64, 128, 256):
         for w in (4, 8) if t >= 64 else (4,):
             rows.append(
-                measure(GEMM, {"BM": t, "BN": t, "BK": min(t, 64), "GROUP": 8}, w, args.repeat)
+                measure(
+                    GEMM, {"BM": t, "BN": t, "BK": min(t, 64), "GROUP": 8}, w, args.repeat, target
+                )
             )
     for path in sorted(CORRECT.glob("*.py")):
         rows.append(
-            measure(path, {"BM": 64, "BN": 64, "BK": 32, "GROUP": 8, "SPLIT": 4}, 4, args.repeat)
+            measure(
+                path,
+                {"BM": 64, "BN": 64, "BK": 32, "GROUP": 8, "SPLIT": 4},
+                4,
+                args.repeat,
+                target,
+            )
         )
     for bm, bn, d in ((64, 32, 64), (64, 32, 128), (128, 64, 128)):
         for w in (4, 8):
             tiles = {"BM": bm, "BN": bn, "HEAD_D": d}
             keys = ("BM", "BN", "HEAD_D")
-            rows.append(measure(ATTENTION, tiles, w, args.repeat, "attention", keys))
+            rows.append(measure(ATTENTION, tiles, w, args.repeat, target, "attention", keys))
     head = f"{'kernel':24} {'BMxBNxBK|D':>12} {'warps':>5} {'status':>9} {'asserts':>7} {'queries':>7} {'seconds':>8}"
     print(head)
     print("-" * len(head))

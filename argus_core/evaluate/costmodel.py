@@ -11,7 +11,9 @@ memory: bytes the tiling moves (A re-read for every column of tiles and B for ev
     scratch traffic of spilled registers, at an HBM bandwidth limited by the bytes in
     flight (Little's law).
 
-Every figure is labelled estimated; the model's constants live in `targets.TargetSpec`.
+Every figure is labelled estimated. The model reads the target's figures from the
+`TargetSpec` it is given (each backend declares its own, `backend.spec`); its own constants
+are the few below.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from argus_core.evaluate.dtypes import element_bytes
-from argus_core.target import H100, H200, MI300X, TARGETS, TargetSpec
+from argus_core.target import TargetSpec
 from argus_core.types import CompileReport, Policy, TimingReport
 
-__all__ = ["H100", "H200", "MI300X", "TARGETS", "TargetSpec", "estimate_time", "lds_bytes_estimate"]
+__all__ = ["estimate_time", "lds_bytes_estimate"]
 
 MODEL = "roofline-occupancy v1"
 ITER_OVERHEAD_INSTR = 24  # loop control, address increments, masks, waitcnt, barrier
@@ -143,11 +145,7 @@ def estimate_time(
     roofline_s = max(flops / spec.peak(dtype), min_bytes / (spec.hbm_tbps * 1e12))
     t = _tiling(policy)
     # a family whose work is several GEMM-like problems (MoE's grouped GEMMs) names them
-    problems = (
-        family.gemm_problems(shape, dict(policy.tiles))
-        if hasattr(family, "gemm_problems")
-        else None
-    )
+    problems = family.gemm_problems(shape, dict(policy.tiles))
     if t is not None and problems:
         seconds = sum(_tiled_seconds(spec, p, e, t, peak, report) for p in problems)
     elif t is None or not all(k in shape for k in ("M", "N", "K")):

@@ -12,6 +12,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -130,17 +131,19 @@ def load_kernel(lowered: LoweredKernel, workdir: str | Path | None = None) -> An
 def constexpr_values(
     lowered: LoweredKernel, constexprs: dict[str, int] | None = None
 ) -> dict[str, int]:
-    """Value of every constexpr parameter, by parameter name.
+    """Value of every constexpr parameter, by parameter name, before any launch-time choice.
 
     A ("const", key) binding is looked up in `constexprs` (the policy's tiles) first, then
-    in `lowered.constexprs` (what the lowering baked in), by key and then by param name.
+    in `lowered.constexprs` (what the lowering baked in), by key and then by param name. A
+    ("descriptors", tensor, ...) constexpr has its compile-time value here (the lowering's);
+    `launch_args` sets it from the tensors.
     """
     given = {**lowered.constexprs, **(constexprs or {})}
     values: dict[str, int] = {}
     for p in lowered.params:
         if p.kind != "constexpr":
             continue
-        key = p.binding[1] if len(p.binding) > 1 else p.name
+        key = p.binding[1] if p.binding[0] == "const" and len(p.binding) > 1 else p.name
         for k in (key, p.name):
             if k in given:
                 values[p.name] = given[k]
@@ -172,11 +175,12 @@ def _bound_value(p: Any, tensors: dict[str, Any]) -> Any:
     )
 
 
-def tma_ok(lowered: LoweredKernel, tensors: dict[str, Any]) -> bool:
-    """True when every tensor the kernel reaches through TMA descriptors is contiguous in
-    its last dim with 16-byte aligned base and strides (what a TMA descriptor needs); the
-    kernel's pointer path runs otherwise (ragged pitches such as K=83 in bf16)."""
-    for name in lowered.tma_tensors:
+def descriptors_ok(names: Iterable[str], tensors: dict[str, Any]) -> bool:
+    """True when every tensor named meets Triton's tensor-descriptor contract
+    (`tl.make_tensor_descriptor`): two or more dims, contiguous in the last, 16-byte aligned
+    base and outer strides. A kernel that can also run without descriptors (a pointer path)
+    takes this as a launch-time constexpr: ragged pitches such as K=83 in bf16 fail it."""
+    for name in names:
         t = tensors.get(name)
         if t is None or not hasattr(t, "stride"):
             return False
@@ -193,13 +197,17 @@ def launch_args(
 ) -> tuple[list[Any], tuple[int, ...]]:
     """Positional arguments for `fn[grid](*args)` and the grid, both from bindings.
 
-    Ints come from tensor sizes and strides; constexprs as in `constexpr_values`. The grid
+    Ints come from tensor sizes and strides; constexprs as in `constexpr_values`, but a
+    ("descriptors", tensor, ...) constexpr is 1 exactly when those tensors meet the
+    tensor-descriptor contract (`descriptors_ok`: Hopper's USE_TMA picks its TMA or pointer
+    path so). The grid
     is `lowered.grid` evaluated with every int and constexpr parameter bound by name and
     `triton` importable; a bare int becomes a 1-tuple.
     """
     consts = constexpr_values(lowered, constexprs)
-    if lowered.tma_tensors and "USE_TMA" in consts:
-        consts["USE_TMA"] = int(tma_ok(lowered, tensors))
+    for p in lowered.params:  # launch-time choices the lowering declared
+        if p.kind == "constexpr" and p.binding[0] == "descriptors":
+            consts[p.name] = int(descriptors_ok(p.binding[1:], tensors))
     args: list[Any] = []
     scope: dict[str, Any] = {}
     for p in lowered.params:

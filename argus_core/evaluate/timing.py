@@ -14,6 +14,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from argus_core.evaluate.outputs import compare
+
 # below this a kernel is (also) timed as CUDA-graph replays, and the replay's median is the
 # figure: a launch from Python costs tens of microseconds of CPU, so a short kernel timed
 # by plain launches measures the launcher, not the GPU (a Triton JIT launch with our
@@ -59,8 +61,6 @@ def measure(
     Returns {"ms", "baselines": {name: ms}, "sets", "flops", "bytes", "tflops", "gbps",
     "check": {"ok", "why"}}; `ms` is None when the kernel is wrong at this shape.
     """
-    from argus_core.evaluate.worker import compare
-
     first = family.make_inputs(shape, dtype, seed, "cuda")
     n = max(1, min(MAX_SETS, math.ceil(3 * l2_bytes / max(1, _nbytes(first)))))
     sets = [first] + [family.make_inputs(shape, dtype, seed + i, "cuda") for i in range(1, n)]

@@ -9,7 +9,6 @@ before this process imports triton.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -17,55 +16,9 @@ import traceback
 from typing import Any
 
 from argus_core.evaluate.launch import ensure_triton_cache_dir, launch_args, load_kernel
+from argus_core.evaluate.outputs import compare, poison
+from argus_core.evaluate.timing import measure
 from argus_core.types import LoweredKernel
-
-
-def _poison(t: Any) -> None:
-    """Fill an output with a value no correct kernel leaves behind: NaN, or INT_MIN."""
-    import torch
-
-    if t.dtype.is_floating_point:
-        t.fill_(float("nan"))
-    else:
-        t.fill_(torch.iinfo(t.dtype).min)
-
-
-def compare(out: Any, ref: Any, atol: float, rtol: float) -> tuple[bool, float, float, str]:
-    """(ok, max abs err, max rel err, why) of `out` against `ref`.
-
-    An element passes when |out - ref| <= atol + rtol * |ref|; NaN never passes (an
-    element the kernel did not write stays NaN). The relative error counts only elements
-    whose reference exceeds atol in magnitude, so near-zeros do not dominate it.
-    """
-    import torch
-
-    if tuple(out.shape) != tuple(ref.shape):
-        return (
-            False,
-            math.inf,
-            math.inf,
-            f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}",
-        )
-    o, r = out.double(), ref.double()
-    err = (o - r).abs()
-    bad = torch.isnan(err) | (err > atol + rtol * r.abs())
-    finite = err[~torch.isnan(err)]
-    max_abs = float(finite.max()) if finite.numel() else math.inf
-    big = (r.abs() > atol) & ~torch.isnan(err)
-    max_rel = float((err[big] / r.abs()[big]).max()) if big.any() else 0.0
-    nan_count = int(torch.isnan(o).sum())
-    if nan_count:
-        max_abs = max_rel = math.inf
-    if not bad.any():
-        return True, max_abs, max_rel, ""
-    first = tuple(int(i) for i in bad.nonzero()[0])
-    unwritten = f" ({nan_count} NaN: never written)" if nan_count else ""
-    why = (
-        f"{int(bad.sum())} of {bad.numel()} elements wrong{unwritten}; "
-        f"first at {list(first)}: got {float(o[first])}, expected {float(r[first])} "
-        f"(atol {atol}, rtol {rtol})"
-    )
-    return False, max_abs, max_rel, why
 
 
 def run(request: dict[str, Any]) -> dict[str, Any]:
@@ -78,12 +31,9 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     fns = {k.name: (k, load_kernel(k, request.get("workdir"))) for k in kernels}
     outputs = list(family.outputs)  # all of them: a kernel that skips one must fail
 
-    from argus_core.types import compiler_only
-
-    # lowering options (tma, ...) were applied by the lowering; Triton's launch rejects them
-    compiler = {
-        k: v for k, v in compiler_only(dict(request.get("compiler") or {})).items() if v is not None
-    }
+    # the launch options Triton takes (`Backend.compiler_options`: the policy's options but
+    # those the lowering read, such as Hopper's tma); None leaves one to Triton
+    compiler = {k: v for k, v in dict(request.get("compiler") or {}).items() if v is not None}
     if request["device"] == "cpu":
         compiler = {}  # the interpreter takes no compiler options
 
@@ -104,7 +54,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
             # reference first: a kernel that writes into its inputs cannot change it
             expected = family.reference(inputs)
             for name in outputs:
-                _poison(inputs[name])
+                poison(inputs[name])
             if len(kernels) > 1:
                 family.program(launch, inputs, dict(request.get("constexprs") or {}))
             else:
@@ -126,7 +76,6 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     result = {"ok": True, "max_abs_err": worst_abs, "max_rel_err": worst_rel, "error": ""}
     timing = request.get("timing")
     if timing and device != "cpu":
-        from argus_core.evaluate.timing import measure
 
         def run_on(inputs: dict[str, Any]) -> None:
             if len(kernels) > 1:

@@ -35,6 +35,7 @@ from argus_core.ir.nodes import (
     Value,
     View,
     Zeros,
+    elem_axis,
     elem_sym,
 )
 
@@ -65,6 +66,7 @@ __all__ = [
     "Zeros",
     "as_expr",
     "cdiv",
+    "elem_axis",
     "elem_sym",
     "emax",
     "emin",

@@ -26,35 +26,37 @@ class Expr:
     __slots__ = ()
 
     # arithmetic ---------------------------------------------------------------
+    # An operand that is not a number (a layout's coordinate tuple, a DSL tile) gets its own
+    # reflected operator: `i * stride` works whichever side defines the product.
     def __add__(self, o: IntLike) -> IntLike:
-        return binop("+", self, o)
+        return binop("+", self, o) if _number(o) else NotImplemented
 
     def __radd__(self, o: IntLike) -> IntLike:
-        return binop("+", o, self)
+        return binop("+", o, self) if _number(o) else NotImplemented
 
     def __sub__(self, o: IntLike) -> IntLike:
-        return binop("-", self, o)
+        return binop("-", self, o) if _number(o) else NotImplemented
 
     def __rsub__(self, o: IntLike) -> IntLike:
-        return binop("-", o, self)
+        return binop("-", o, self) if _number(o) else NotImplemented
 
     def __mul__(self, o: IntLike) -> IntLike:
-        return binop("*", self, o)
+        return binop("*", self, o) if _number(o) else NotImplemented
 
     def __rmul__(self, o: IntLike) -> IntLike:
-        return binop("*", o, self)
+        return binop("*", o, self) if _number(o) else NotImplemented
 
     def __floordiv__(self, o: IntLike) -> IntLike:
-        return binop("//", self, o)
+        return binop("//", self, o) if _number(o) else NotImplemented
 
     def __rfloordiv__(self, o: IntLike) -> IntLike:
-        return binop("//", o, self)
+        return binop("//", o, self) if _number(o) else NotImplemented
 
     def __mod__(self, o: IntLike) -> IntLike:
-        return binop("%", self, o)
+        return binop("%", self, o) if _number(o) else NotImplemented
 
     def __rmod__(self, o: IntLike) -> IntLike:
-        return binop("%", o, self)
+        return binop("%", o, self) if _number(o) else NotImplemented
 
     def __neg__(self) -> IntLike:
         return binop("-", 0, self)
@@ -237,6 +239,11 @@ _CALLS: dict[str, Callable[..., int]] = {
     "max": max,
     "cdiv": lambda a, b: -(-a // b),
 }
+
+
+def _number(x: object) -> bool:
+    # floats are numbers too, so that `sym * 0.5` fails with as_expr's message naming them
+    return isinstance(x, int | float | Expr)
 
 
 def as_expr(x: IntLike | bool) -> Expr:

@@ -26,6 +26,13 @@ def elem_sym(axis: int, extent: IntLike | None = None) -> Sym:
     return Sym(f"_i{axis}", "elem", 0, extent)
 
 
+def elem_axis(e: object) -> int | None:
+    """The axis of an element-index symbol made by `elem_sym`; None for anything else."""
+    if isinstance(e, Sym) and e.kind == "elem" and e.name.startswith("_i"):
+        return int(e.name[2:])
+    return None
+
+
 @dataclass(frozen=True, eq=False, repr=False)
 class TileElem(Sym):
     """Data as an index: element `_i{axis}` of the 1-D tile `value` (a gathered row index, a

@@ -1,5 +1,7 @@
-"""The layout algebra: CuTe layouts, tile views, XOR swizzles and linear layouts over F2."""
+"""The layout algebra: CuTe layouts, coordinate (identity) layouts, tile views, XOR swizzles
+and linear layouts over F2."""
 
+from argus_core.layout.coord import ArithTuple, CustomStride, basis, identity_layout, zero
 from argus_core.layout.inttuple import (
     Int,
     IntTuple,
@@ -35,6 +37,7 @@ from argus_core.layout.layout import (
     rank,
     right_inverse,
     size,
+    slice_and_offset,
     tiled_divide,
     zipped_divide,
 )
@@ -45,10 +48,12 @@ from argus_core.layout.linear import (
     nvidia_mma_v2,
     nvidia_wgmma_acc,
 )
-from argus_core.layout.swizzle import ComposedLayout, Swizzle, bank_conflicts
-from argus_core.layout.tile import tile_at, tile_coords, tile_divide
+from argus_core.layout.swizzle import ComposedLayout, Swizzle, bank_conflicts, xor
+from argus_core.layout.tile import elem_less, tile_at, tile_coords, tile_divide
 
 __all__ = [
+    "ArithTuple",
+    "CustomStride",
     "Int",
     "IntTuple",
     "ComposedLayout",
@@ -58,6 +63,7 @@ __all__ = [
     "Swizzle",
     "amd_mfma",
     "bank_conflicts",
+    "basis",
     "blocked",
     "blocked_product",
     "ceildiv",
@@ -68,9 +74,11 @@ __all__ = [
     "cosize",
     "crd2idx",
     "depth",
+    "elem_less",
     "elem_scale",
     "flatten",
     "floordiv",
+    "identity_layout",
     "idx2crd",
     "inner_product",
     "is_int",
@@ -89,9 +97,12 @@ __all__ = [
     "right_inverse",
     "shape_div",
     "size",
+    "slice_and_offset",
     "tile_at",
     "tile_coords",
     "tile_divide",
     "tiled_divide",
+    "xor",
+    "zero",
     "zipped_divide",
 ]

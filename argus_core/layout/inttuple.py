@@ -44,13 +44,14 @@ def _is_z3(x: object) -> bool:
     return type(x).__module__.startswith("z3")
 
 
-def _is_bitvec(x: object) -> bool:
+def is_bitvec(x: object) -> bool:
+    """True for a z3 bit-vector term."""
     return _is_z3(x) and x.sort().kind() == __import__("z3").Z3_BV_SORT
 
 
 def floordiv(a: Int, b: Int) -> Int:
     """`a // b` for non-negative operands, for ints, Exprs and z3 terms (Int or bit-vector)."""
-    if _is_bitvec(a) or _is_bitvec(b):
+    if is_bitvec(a) or is_bitvec(b):
         import z3
 
         return z3.UDiv(a, b)
@@ -61,7 +62,7 @@ def floordiv(a: Int, b: Int) -> Int:
 
 def mod(a: Int, b: Int) -> Int:
     """`a % b` for non-negative operands, for ints, Exprs and z3 terms (Int or bit-vector)."""
-    if _is_bitvec(a) or _is_bitvec(b):
+    if is_bitvec(a) or is_bitvec(b):
         import z3
 
         return z3.URem(a, b)

@@ -3,9 +3,10 @@ coordinate (or a flat index) to an offset. The algebra (coalesce, composition, c
 divide, product) is a set of small recursive free functions that dispatch the same way:
 on a Layout, an int, a tuple (by-mode), or None (identity).
 
-Evaluation (`Layout.__call__`) works on concrete ints, symbolic `Expr`s and z3 terms; the
-algebra itself needs to decide divisibility, so it takes concrete layouts, or symbolic
-ones only where the answer is structural (a stride of 1, a mode equal to itself).
+Evaluation (`Layout.__call__`) and slicing work on concrete ints, symbolic `Expr`s and z3
+terms, and on coordinate strides (`coord.ArithTuple`); the rest of the algebra needs to
+decide divisibility, so it takes concrete layouts, or symbolic ones only where the answer is
+structural (a stride of 1, a mode equal to itself).
 """
 
 from __future__ import annotations
@@ -125,6 +126,38 @@ def _from_modes(modes: list[tuple[Int, Int]]) -> Layout:
     if len(modes) == 1:
         return Layout(*modes[0])
     return Layout(tuple(s for s, _ in modes), tuple(d for _, d in modes))
+
+
+# ------------------------------------------------------------------ slicing
+
+
+def slice_and_offset(crd: IntTuple | None, layout: Layout) -> tuple[Layout, Int]:
+    """Fix the modes of `layout` that `crd` gives and keep those it leaves None (CuTe's `_`):
+    returns the layout of the kept modes and the offset of the fixed ones, so that
+    `layout(full) == offset + kept(rest)` when `full` is `crd` with `rest` in its None places.
+    A mode with a None inside is sliced recursively; a fully fixed `layout` keeps `()`:`()`."""
+    if crd is None:
+        return layout, 0
+    if not is_tuple(crd):
+        return Layout((), ()), layout(crd)
+    if len(crd) != rank(layout):
+        raise LayoutError(f"slice {crd!r} has {len(crd)} modes; layout {layout} has {rank(layout)}")
+    kept: list[Layout] = []
+    offset: Int = 0
+    for c, mode in zip(crd, layout):
+        if _has_none(c):
+            sub, off = slice_and_offset(c, mode)
+            kept.append(sub)
+        else:
+            off = mode(c)
+        offset = offset + off
+    return make_layout(*kept), offset
+
+
+def _has_none(crd: IntTuple | None) -> bool:
+    if crd is None:
+        return True
+    return is_tuple(crd) and any(_has_none(c) for c in crd)
 
 
 # ------------------------------------------------------------------ coalesce

@@ -1,9 +1,15 @@
-"""XOR swizzles of shared-memory offsets, composed layouts, and bank-conflict counting.
+"""XOR swizzles of shared-memory offsets and of tile coordinates, composed layouts, and
+bank-conflict counting.
 
 `Swizzle(bits, base, shift)` is CuTe's Swizzle<B, M, S>: it XORs the `bits` bits at
 position `base + shift` into the bits at position `base`, i.e. `y ^ ((y & mask) >> shift)`.
 Rows of a tile (the high bits) so permute the 16-byte chunks (the low bits) that a column
 access touches, spreading it over the banks. It is an involution, so its own inverse.
+
+A swizzle applies to a flat offset (`sw(y)`) or to a coordinate (row, col) of a row-major
+tile covered by copies of its atom (`sw.on_tile(row, col)`), which needs no row pitch and so
+suits tiles of symbolic width. Both take ints, z3 terms and symbolic `Expr`s; on an Expr the
+XOR is written with + // % (`xor`), which every backend and z3's linear arithmetic read.
 """
 
 from __future__ import annotations
@@ -12,9 +18,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Union
 
-from argus_core.ir.expr import Expr
-from argus_core.layout.inttuple import Int, LayoutError
+from argus_core.layout.inttuple import Int, LayoutError, floordiv, is_bitvec, is_concrete, mod
 from argus_core.layout.layout import Layout, right_inverse, size
+
+
+def xor(a: Int, b: Int, bits: int) -> Int:
+    """`a ^ b` for `0 <= b < 2**bits` and `a >= 0`. Ints and z3 bit-vectors use `^`; symbolic
+    Exprs and z3 Int terms get the bitwise sum of the low `bits` bits as + // % arithmetic
+    (`a - a % 2**bits + sum_k ((a // 2**k + b // 2**k) % 2) * 2**k`)."""
+    if (is_concrete(a) and is_concrete(b)) or is_bitvec(a) or is_bitvec(b):
+        return a ^ b
+    low: Int = 0
+    for k in range(bits):
+        low = low + mod(floordiv(a, 2**k) + floordiv(b, 2**k), 2) * 2**k
+    return a - mod(a, 2**bits) + low
 
 
 @dataclass(frozen=True)
@@ -45,19 +62,45 @@ class Swizzle:
         return ((1 << self.bits) - 1) << (self.base - min(0, self.shift))
 
     def __call__(self, offset: Int) -> Int:
-        """The swizzled offset; works on ints and on z3 bit-vectors (not on Exprs)."""
-        if isinstance(offset, Expr):
-            raise TypeError(
-                f"Swizzle needs an int or a z3 bit-vector, not the symbolic Expr {offset!r}"
-            )
-        picked = offset & self.yyy_mask
-        if self.shift < 0:
-            return offset ^ (picked << -self.shift)
-        if type(offset).__module__.startswith("z3"):
-            import z3
+        """The swizzled offset, for ints, z3 terms (Int or bit-vector) and Exprs."""
+        if is_concrete(offset) or is_bitvec(offset):
+            picked = offset & self.yyy_mask
+            if self.shift < 0:
+                return offset ^ (picked << -self.shift)
+            if is_bitvec(offset):
+                import z3
 
-            return offset ^ z3.LShR(picked, self.shift)  # z3's >> is arithmetic
-        return offset ^ (picked >> self.shift)
+                return offset ^ z3.LShR(picked, self.shift)  # z3's >> is arithmetic
+            return offset ^ (picked >> self.shift)
+        source = mod(floordiv(offset, 2 ** (self.base + max(0, self.shift))), 2**self.bits)
+        target = self.base - min(0, self.shift)
+        return xor(offset, source * 2**target, target + self.bits)
+
+    @property
+    def atom(self) -> Layout:
+        """The row-major tile the swizzle permutes in one piece: 2**shift rows of
+        2**(base + bits) columns, the source bits in the row and the target bits in the column
+        (CuTe's swizzle atoms: Swizzle<3,3,3> over 8x64 halves)."""
+        self._require_row_source()
+        width = 2 ** (self.base + self.bits)
+        return Layout((2**self.shift, width), (width, 1))
+
+    def on_tile(self, row: Int, col: Int) -> tuple[Int, Int]:
+        """The swizzled coordinate of element (row, col) of a row-major tile covered by copies
+        of `atom` (CuTe's `tile_to_shape` of the swizzled atom): the row stays; column bits
+        [base, base + bits) are XORed with row bits [shift - bits, shift); the other column
+        bits stay. That is `self` applied to the element's offset in its atom, split back into
+        a coordinate, so the tile's width (symbolic, often) need not be known."""
+        self._require_row_source()
+        mask = mod(floordiv(row, 2 ** (self.shift - self.bits)), 2**self.bits) * 2**self.base
+        return row, xor(col, mask, self.base + self.bits)
+
+    def _require_row_source(self) -> None:
+        if self.shift < 0:
+            raise LayoutError(
+                f"{self} takes its source bits below its target bits (shift {self.shift} < 0): "
+                "it has no row-major atom; use a shift >= bits"
+            )
 
     def inverse(self) -> Swizzle:
         return self

@@ -6,10 +6,13 @@ records nothing. Importing this package never imports mlflow.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from argus_core.hookspecs import hookimpl
 from argus_core.tracking.none_tracker import NoneTracker
+
+if TYPE_CHECKING:
+    from argus_core.protocols import TrackerListener
 
 __all__ = [
     "MlflowTrackerFactory",
@@ -24,7 +27,7 @@ class MlflowTrackerFactory:
 
     name = "mlflow"
 
-    def create(self, cfg: Any, run_dir: str) -> Any:
+    def create(self, cfg: Any, run_dir: str) -> TrackerListener:
         """A fresh `MlflowTracker` for one invocation; nothing is contacted until run start."""
         from argus_core.tracking.mlflow_tracker import MlflowTracker
 

@@ -97,6 +97,7 @@ class MlflowTracker:
         self.parent_run_id: str | None = None
         self.error: str | None = None  # the first tracking failure, if any
         self._client: Any = None
+        self._run_metrics: dict[str, float] = {}  # the run's own figures, set at run end
         self._lock = threading.Lock()  # events may arrive from an evaluator pool's threads
         if importlib.util.find_spec("mlflow") is None:
             self._fail(
@@ -254,7 +255,7 @@ class MlflowTracker:
             values[f"best_{_time_kind(best)}_ms"] = best.timing.ms
             if best.timing.speedup is not None:
                 values["best_speedup"] = best.timing.speedup
-        values |= {k: float(v) for k, v in getattr(self, "_run_metrics", {}).items()}
+        values |= {k: float(v) for k, v in self._run_metrics.items()}
         now = int(time.time() * 1000)
         client.log_batch(parent, metrics=[Metric(k, float(v), now, 0) for k, v in values.items()])
         estimated = any(r.timing is not None and r.timing.estimated for r in results)

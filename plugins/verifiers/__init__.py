@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from argus_core.hookspecs import hookimpl
+from argus_core.target import TargetSpec
 from argus_core.types import VerifyReport
 
 
@@ -14,7 +15,9 @@ class NoVerifier:
 
     name = "none"
 
-    def verify(self, ir: Any, policy: Any, options: dict[str, Any]) -> VerifyReport:
+    def verify(
+        self, ir: Any, policy: Any, options: dict[str, Any], target: TargetSpec
+    ) -> VerifyReport:
         return VerifyReport(status="skipped", summary="not verified (verifier=none)")
 
 

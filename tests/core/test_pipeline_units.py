@@ -5,9 +5,16 @@ from __future__ import annotations
 
 import math
 
-from argus_core.pipeline import _measured, _merge_compile, _merge_verify, _planner_numbers
-from argus_core.target import H200
-from argus_core.types import CompileReport, VerifyReport
+from argus_core.pipeline import (
+    _correctness_failure,
+    _measured,
+    _merge_compile,
+    _merge_verify,
+    _planner_numbers,
+)
+from argus_core.protocols import PlannerSession
+from argus_core.types import CompileReport, CorrectnessReport, VerifyReport
+from argus_plugins.backends.hopper.spec import H200
 
 
 def test_a_program_is_as_verified_as_its_worst_kernel():
@@ -93,4 +100,21 @@ def test_planner_numbers_are_the_numeric_leaves_of_its_state():
         "values.split_k.count": 2.0,
         "best.ms": 0.3,
     }
-    assert _planner_numbers(object()) == {}
+
+    class Silent(PlannerSession):  # learns nothing it reports: the protocol's default state
+        pass
+
+    assert _planner_numbers(Silent()) == {}
+
+
+def test_a_failed_check_keeps_a_rejecting_stage_and_the_gist_of_the_rest():
+    def failure(error: str) -> str:
+        return _correctness_failure(CorrectnessReport(ok=False, error=error))
+
+    assert failure("static: line 3: .sum() computes in PyTorch") == (
+        "static: line 3: .sum() computes in PyTorch"
+    )
+    assert failure("guard: torch.abs is compute") == "guard: torch.abs is compute"
+    crash = "RuntimeError: boom\nTraceback (most recent call last):\n  ...\nRuntimeError: boom"
+    assert failure(crash) == "correctness: RuntimeError: boom"
+    assert failure("") == "correctness: wrong result"

@@ -181,7 +181,7 @@ def test_the_plugin_kb_entry_loads_next_to_the_builtin_ones(plugin_env, plugin_s
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "softmax_rows_per_program" in out["ids"]
-    assert "waves_per_eu" in out["ids"]  # the backend's kb_target makes mi300x entries apply
+    assert "waves_per_eu" in out["ids"]  # the plugin's argus_kb_targets: mi300x entries apply
     assert "softmax_rows_per_program" not in out["long_rows"]  # precondition N <= 1024
     assert Path(out["path"]).is_relative_to(plugin_site)
     assert out["total"] == out["builtin"] + 1
@@ -232,13 +232,14 @@ def test_the_kernel_verifies_and_a_planted_bug_is_caught(plugin):
 
     registry = Registry(make_plugin_manager(autoload=False))
     dsl, smt = registry.get("dsl", "tile"), registry.get("verifier", "smt")
+    target = registry.get("backend", "mi300x").spec
     fam = plugin.RowSoftmaxFamily()
     policy = Policy({"BM": 16, "BN": 1024}, {})
-    report = smt.verify(dsl.parse(fam.source(), fam.entry, "kernel.py"), policy, {})
+    report = smt.verify(dsl.parse(fam.source(), fam.entry, "kernel.py"), policy, {}, target)
     assert report.status == "verified", report.summary
     # without the precondition a row may be wider than the tile: columns go unwritten
     unguarded = "\n".join(ln for ln in fam.source().splitlines() if "al.requires" not in ln)
-    report = smt.verify(dsl.parse(unguarded, fam.entry, "kernel.py"), policy, {})
+    report = smt.verify(dsl.parse(unguarded, fam.entry, "kernel.py"), policy, {}, target)
     assert report.status == "violated"
     assert report.counterexamples[0]["assertion"] == "store_grid"
     assert report.counterexamples[0]["shapes"]["N"] > 1024

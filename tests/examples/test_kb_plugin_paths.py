@@ -135,3 +135,39 @@ def test_the_default_paths_add_plugin_folders_after_the_builtin_one(tmp_path, mo
     assert kb.default_paths() == [BUILTIN, tmp_path]
     monkeypatch.setenv("ARGUS_KB_PATH", str(BUILTIN / "nowhere"))
     assert kb.default_paths() == [BUILTIN / "nowhere", tmp_path]  # the env replaces only kb/
+
+
+class BackendPlugin:
+    """A plugin shipping the backend `mine` and saying which KB target it is."""
+
+    def __init__(self, target: str | None):
+        self.target = target
+
+    @hookimpl
+    def argus_register_backends(self) -> list[object]:
+        space = {"num_warps": [4, 8], "mine_knob": [1, 2]}
+        return [type("Mine", (), {"name": "mine", "policy_space": lambda self: space})()]
+
+    @hookimpl
+    def argus_kb_targets(self) -> dict[str, str | None]:
+        return {"mine": self.target}
+
+
+def test_a_plugin_declares_the_kb_target_of_its_backend(monkeypatch):
+    pm = make_plugin_manager(autoload=False)
+    pm.register(BackendPlugin("mi300x"), name="mine")
+    monkeypatch.setattr("argus_core.plugin_manager.default_plugin_manager", lambda: pm)
+    found = Vocabulary.discover()
+    assert found.backend_targets["mine"] == "mi300x"
+    assert found.policy_spaces["mi300x"]["mine_knob"] == (1, 2)  # its options join the target's
+    assert found.backend_targets["h200"] == "hopper"  # the built-ins keep theirs
+
+
+def test_an_unknown_kb_target_names_the_backend_and_the_valid_targets(monkeypatch):
+    pm = make_plugin_manager(autoload=False)
+    pm.register(BackendPlugin("cdna9"), name="mine")
+    monkeypatch.setattr("argus_core.plugin_manager.default_plugin_manager", lambda: pm)
+    with pytest.raises(
+        KBError, match=r"backend 'mine': invalid kb target 'cdna9'; valid choices: mi300x, hopper"
+    ):
+        Vocabulary.discover()

@@ -10,18 +10,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from argus_core.backend import BackendBase
 from argus_core.errors import PolicyError
-from argus_core.evaluate.costmodel import MI300X, estimate_time, lds_bytes_estimate
-from argus_core.types import CompileReport, LoweredKernel, Policy, TimingReport
-from argus_plugins.backends._triton_build import (
+from argus_core.evaluate.costmodel import lds_bytes_estimate
+from argus_core.lowering.triton import TRITON_RULES, TritonLowering
+from argus_core.lowering.triton_compile import (
     check_compiler_options,
     check_tiles,
     compile_report,
 )
+from argus_core.types import CompileReport, LoweredKernel, Policy
 from argus_plugins.backends.mi300x.amdgcn import report_fields
+from argus_plugins.backends.mi300x.spec import MI300X
 
 ARCH = "gfx942"
-WARP_SIZE = 64
 
 # Triton's HIP options (triton/backends/amd/compiler.py HIPOptions) a policy may set
 POLICY_SPACE: dict[str, list[Any]] = {
@@ -41,11 +43,12 @@ DEFAULTS: dict[str, Any] = {
 MIN_TILE = 16  # the smallest MFMA operand extent on CDNA3
 
 
-class Mi300xBackend:
+class Mi300xBackend(BackendBase):
+    """gfx942 through the generic Triton rules: MI300X adds no lowering rule of its own."""
+
     name = "mi300x"
-    lowering = "triton"
-    lowering_options: dict[str, Any] = {}
     spec = MI300X
+    lowering = TritonLowering(TRITON_RULES, MI300X)
 
     def __init__(self, workdir: str | Path | None = None):
         self.workdir = workdir
@@ -81,8 +84,8 @@ class Mi300xBackend:
             lowered,
             dtypes,
             policy,
-            target=("hip", ARCH, WARP_SIZE),
-            defaults=DEFAULTS,
+            target=("hip", ARCH, self.spec.wave_size),
+            options={**DEFAULTS, **self.compiler_options(policy)},
             buffer_ops=True,
             asm_kind="amdgcn",
             fields=fields,
@@ -99,14 +102,3 @@ class Mi300xBackend:
             return False
         arch = getattr(torch.cuda.get_device_properties(0), "gcnArchName", "")
         return arch.startswith(ARCH)
-
-    def estimate(
-        self,
-        family: Any,
-        shape: dict[str, int],
-        dtype: str,
-        policy: Policy,
-        report: CompileReport | None,
-    ) -> TimingReport:
-        """The roofline-occupancy cost model for MI300X (docs/cost_model.md)."""
-        return estimate_time(self.spec, family, shape, dtype, policy, report)

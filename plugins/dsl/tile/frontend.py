@@ -1,14 +1,16 @@
-"""The `tile` DSL front end: DSL source text -> traced IR -> Triton source."""
+"""The `tile` DSL front end: DSL source text -> traced IR. Parse-only: each backend lowers
+the IR (`Backend.lower`)."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 from argus_core.errors import DSLError
 from argus_core.ir import KernelIR, Sym, TensorParam
-from argus_core.types import LoweredKernel, Policy
-from argus_plugins.dsl.tile import lang, lower_triton, tracer
+from argus_plugins.dsl.tile import lang, tracer
 
 
 def load_module(source: str, filename: str) -> dict[str, Any]:
@@ -154,6 +156,28 @@ class TileFrontend:
     """The tile-level DSL (`dsl=tile`)."""
 
     name = "tile"
+    # what tile DSL code may import: the language (as `al`), `math`, and the `annotations`
+    # future (argus_core.sandbox enforces it on code nobody reviewed)
+    allowed_imports: Mapping[str, frozenset[str] | None] = MappingProxyType(
+        {
+            "argus_plugins.dsl.tile": frozenset({"lang"}),
+            "math": None,
+            "__future__": frozenset({"annotations"}),
+        }
+    )
+    allowed_imports_text = "from argus_plugins.dsl.tile import lang as al; import math"
+    kernel_decorator = "al.kernel"
+
+    def kernels(self, source: str, filename: str = "<dsl>") -> list[str]:
+        ns = load_module(source, str(filename))
+        return [k for k, v in ns.items() if isinstance(v, lang.KernelDef)]
+
+    def default_policy(self, source: str, filename: str = "<dsl>") -> dict[str, int] | None:
+        """The module's `DEFAULT_POLICY` dict, if it defines one."""
+        declared = load_module(source, str(filename)).get("DEFAULT_POLICY")
+        if not isinstance(declared, dict):
+            return None
+        return {str(k): int(v) for k, v in declared.items()}
 
     def parse(self, source: str, entry: str, filename: str = "<dsl>") -> KernelIR:
         filename = str(filename)
@@ -166,14 +190,3 @@ class TileFrontend:
                 filename,
             )
         return trace_kernel(kernels[entry], ns, filename, source)
-
-    def lower(
-        self,
-        ir: KernelIR,
-        policy: Policy,
-        flavor: str = "triton",
-        options: dict[str, Any] | None = None,
-    ) -> LoweredKernel:
-        if flavor != "triton":
-            raise DSLError(f"the tile DSL lowers to flavor 'triton' only, not {flavor!r}")
-        return lower_triton.lower(ir, policy, options or {})

@@ -2,8 +2,13 @@
 
 Layouts are values: a global tensor carries its layout (extents and strides, symbolic), and
 a tile view is made by dividing that layout by a tile shape and indexing the rest modes
-(`a.tile(BM, BK)[pm, k]`), never by hand-written pointer arithmetic. Loading a view gives a
-tile whose elements carry their global coordinates.
+(`a.tile(BM, BK)[pm, k]`), never by hand-written pointer arithmetic (`views.py`). Loading a
+view gives a tile whose elements carry their global coordinates.
+
+This module holds the kernel annotations, program ids, loops, tile creation, memory and
+math ops, and re-exports the names kernels use from the layers below it: `tiles` (tile
+values and their arithmetic), `views` (tensors and views) and `tags` (tags, assertions,
+contracts).
 """
 
 from __future__ import annotations
@@ -17,10 +22,7 @@ from typing import Any
 from argus_core.errors import DSLError
 from argus_core.ir import (
     Carry,
-    Cast,
     Dot,
-    Elementwise,
-    ExpandDims,
     Expr,
     Full,
     IntLike,
@@ -33,7 +35,6 @@ from argus_core.ir import (
     Scan,
     Store,
     Sym,
-    TensorParam,
     TileElem,
     Value,
     View,
@@ -45,23 +46,34 @@ from argus_core.ir import (
 from argus_core.ir import cdiv as _cdiv
 from argus_core.ir import emax as _emax
 from argus_core.ir import emin as _emin
-from argus_core.layout import Layout
-from argus_core.layout.tile import tile_coords
-from argus_plugins.dsl.tile import tracer
+from argus_plugins.dsl.tile import tiles, tracer, views
+from argus_plugins.dsl.tile.tags import (
+    COORD,
+    assert_contraction,
+    assert_tag,
+    assert_tag_eq,
+    at,
+    atomic_add,
+    contract,
+    expect,
+    read,
+    requires,
+    rows_for,
+    split_range,
+    summand,
+    tag,
+)
+from argus_plugins.dsl.tile.tiles import DType, Tile, bf16, f16, f32, i1, i32
+from argus_plugins.dsl.tile.views import (
+    TensorArg,
+    TileView,
+    permute,
+    swizzle,
+    unswizzle,
+    with_strides,
+)
 
-# ------------------------------------------------------------------------------- types
-
-
-@dataclass(frozen=True)
-class DType:
-    name: str  # f32 f16 bf16 i32 i1, or like:<tensor>
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-f32, f16, bf16, i32, i1 = DType("f32"), DType("f16"), DType("bf16"), DType("i32"), DType("i1")
-DTYPES = {"f32": f32, "f16": f16, "bf16": bf16, "i32": i32, "i1": i1}
+# ------------------------------------------------------------------------- annotations
 
 
 class constexpr:
@@ -104,343 +116,6 @@ class KernelDef:
 
 def kernel(fn: Callable[..., Any]) -> KernelDef:
     return KernelDef(fn)
-
-
-# ------------------------------------------------------------------------ global tensors
-
-
-class TensorArg:
-    """A global tensor inside a traced kernel, or a sub-tensor with its leading dims fixed
-    (`q[b, h]` is the 2-D `[S, D]` slice of a 4-D `q`): its layout stays the tensor's own,
-    so a view's offset is always the layout applied to full coordinates."""
-
-    def __init__(self, param: TensorParam, fixed: tuple[IntLike, ...] = ()):
-        self.param = param
-        self.fixed = tuple(fixed)
-        self.layout = Layout(param.dims, param.strides)
-
-    @property
-    def name(self) -> str:
-        return self.param.name
-
-    @property
-    def shape(self) -> tuple[Sym, ...]:
-        """Extents of the dims not fixed by indexing."""
-        return self.param.dims[len(self.fixed) :]
-
-    @property
-    def dtype(self) -> DType:
-        return DType(f"like:{self.param.name}")
-
-    def __getitem__(self, index: Any) -> TensorArg:
-        """Fix the leading dims: `q[b, h]` (ints, program ids, or index expressions)."""
-        index = index if isinstance(index, tuple) else (index,)
-        if len(index) >= len(self.shape):
-            raise tracer.fail(
-                f"{self.name}[...] fixes {len(index)} dims but only {len(self.shape) - 1} of "
-                f"{list(self.shape)} can be fixed (a tile needs at least one free dim)"
-            )
-        for i in index:
-            if not isinstance(i, int | Expr):
-                raise tracer.fail(f"{self.name}[...]: index {i!r} is not an int or a program value")
-        out = TensorArg(self.param, self.fixed + index)
-        out.layout = self.layout
-        return out
-
-    def rows(self, index: Tile) -> RowsTensor:
-        """Gather (load) or scatter (store) along the first free dim by data: row `i` of the
-        result is row `index[i]` of this tensor. Rows whose index is past the extent (padding
-        sentinels) are masked, like any out-of-bounds element."""
-        if not isinstance(index, Tile) or len(index.shape) != 1:
-            raise tracer.fail(
-                f"{self.name}.rows(...) takes a 1-D tile of row indices, got {index!r}"
-            )
-        return RowsTensor(self, index)
-
-    def tile(self, *tiler: IntLike) -> TiledTensor:
-        """Divide this tensor's layout into tiles of shape `tiler` (partial tiles at the edges)."""
-        if len(tiler) != len(self.shape):
-            raise tracer.fail(
-                f"{self.name}.tile{tuple(tiler)} needs {len(self.shape)} tile sizes, one per dim "
-                f"{self.shape}, got {len(tiler)}"
-            )
-        return TiledTensor(self, tuple(tiler))
-
-    def __repr__(self) -> str:
-        fixed = "".join(f"[{f}]" for f in self.fixed)
-        return f"{self.name}{fixed}{list(self.shape)}"
-
-
-class TiledTensor:
-    """A tensor divided into tiles: index it with tile coordinates to get a view."""
-
-    def __init__(self, tensor: TensorArg, tiler: tuple[IntLike, ...]):
-        self.tensor, self.tiler = tensor, tiler
-
-    @property
-    def shape(self) -> tuple[IntLike, ...]:
-        """Number of tiles along each dim (partial tiles count)."""
-        return tuple(_cdiv(d, t) for d, t in zip(self.tensor.shape, self.tiler))
-
-    def __getitem__(self, index: Any) -> TileView:
-        index = index if isinstance(index, tuple) else (index,)
-        if len(index) != len(self.tiler):
-            raise tracer.fail(
-                f"tile index {index} of {self.tensor.name} needs {len(self.tiler)} coordinates"
-            )
-        elems = tuple(elem_sym(d, t) for d, t in enumerate(self.tiler))
-        coords, in_bounds = tile_coords(self.tiler, index, elems, self.tensor.shape)
-        full = self.tensor.fixed + tuple(coords)
-        fixed = "".join(f"[{f}]" for f in self.tensor.fixed)
-        desc = (
-            f"{self.tensor.name}{fixed}.tile({', '.join(map(str, self.tiler))})"
-            f"[{', '.join(map(str, index))}]"
-        )
-        view = View(
-            tensor=self.tensor.param,
-            shape=self.tiler,
-            coords=full,
-            offset=self.tensor.layout(full),  # the tensor's layout applied to the coordinates
-            in_bounds=as_expr(in_bounds),
-            desc=desc,
-        )
-        return TileView(view)
-
-
-class RowsTensor:
-    """Rows of a tensor chosen by a tile of indices (`x.rows(ids)`); tile the other dims."""
-
-    def __init__(self, tensor: TensorArg, index: Tile):
-        self.tensor, self.index = tensor, index
-
-    def tile(self, *tiler: IntLike) -> _RowsTiled:
-        rest = self.tensor.shape[1:]
-        if len(tiler) != len(rest):
-            raise tracer.fail(
-                f"{self.tensor.name}.rows(...).tile{tuple(tiler)} needs {len(rest)} tile sizes "
-                f"for dims {list(rest)}"
-            )
-        return _RowsTiled(self, tuple(tiler))
-
-    def view(self, tiler: tuple[IntLike, ...] = (), index: tuple[IntLike, ...] = ()) -> TileView:
-        t = self.tensor
-        n = self.index.shape[0]
-        row = TileElem(f"%{self.index._value.id}", "data", 0, None, value=self.index._value, axis=0)
-        elems = tuple(elem_sym(d + 1, b) for d, b in enumerate(tiler))
-        rest = tuple(i * b + e for i, b, e in zip(index, tiler, elems))
-        full = t.fixed + (row,) + rest
-        in_bounds = land(row < t.shape[0], *[c < d for c, d in zip(rest, t.shape[1:])])
-        fixed = "".join(f"[{f}]" for f in t.fixed)
-        idx = self.index._value.name or "?"
-        desc = f"{t.name}{fixed}.rows({idx})" + (
-            f".tile({', '.join(map(str, tiler))})[{', '.join(map(str, index))}]" if tiler else ""
-        )
-        view = View(t.param, (n, *tiler), full, t.layout(full), as_expr(in_bounds), desc)
-        return TileView(view)
-
-
-class _RowsTiled:
-    def __init__(self, rows: RowsTensor, tiler: tuple[IntLike, ...]):
-        self.rows, self.tiler = rows, tiler
-
-    def __getitem__(self, index: Any) -> TileView:
-        index = index if isinstance(index, tuple) else (index,)
-        if len(index) != len(self.tiler):
-            raise tracer.fail(f"tile index {index} needs {len(self.tiler)} coordinates")
-        return self.rows.view(self.tiler, index)
-
-
-class TileView:
-    """A tile-shaped window of a global tensor (what `load` reads and `store` writes)."""
-
-    def __init__(self, view: View):
-        self.view = view
-
-    def coord(self, dim: int) -> IntLike:
-        """The global coordinate along `dim` of each element (an expression over the tile)."""
-        return self.view.coords[dim]
-
-    @property
-    def in_bounds(self) -> Expr:
-        return self.view.in_bounds
-
-
-# ---------------------------------------------------------------------------------- tiles
-
-
-def _dtype_name(dt: DType | str) -> str:
-    if isinstance(dt, DType):
-        return dt.name
-    if isinstance(dt, str) and (dt in DTYPES or dt.startswith("like:")):
-        return dt
-    raise tracer.fail(f"invalid dtype {dt!r}; valid choices: {', '.join(DTYPES)} or tensor.dtype")
-
-
-def _new(shape: tuple[IntLike, ...], dtype: str) -> Value:
-    return Value(tuple(shape), dtype)
-
-
-class Tile:
-    """A tile of values in registers (wraps an IR value)."""
-
-    def __init__(self, value: Value):
-        self._value = value
-
-    @property
-    def shape(self) -> tuple[IntLike, ...]:
-        return self._value.shape
-
-    @property
-    def dtype(self) -> DType:
-        return DType(self._value.dtype)
-
-    def to(self, dtype: DType | str) -> Tile:
-        out = _new(self.shape, _dtype_name(dtype))
-        tracer.state().emit(Cast(tracer.point("cast"), out, self._value))
-        return Tile(out)
-
-    def _bin(self, fn: str, other: Any, swap: bool = False) -> Tile:
-        args = [other, self] if swap else [self, other]
-        return _elementwise(fn, args)
-
-    def __add__(self, o):
-        return self._bin("add", o)
-
-    def __radd__(self, o):
-        return self._bin("add", o, True)
-
-    def __sub__(self, o):
-        return self._bin("sub", o)
-
-    def __rsub__(self, o):
-        return self._bin("sub", o, True)
-
-    def __mul__(self, o):
-        return self._bin("mul", o)
-
-    def __rmul__(self, o):
-        return self._bin("mul", o, True)
-
-    def __truediv__(self, o):
-        return self._bin("div", o)
-
-    def __rtruediv__(self, o):
-        return self._bin("div", o, True)
-
-    def __neg__(self):
-        return _elementwise("neg", [self])
-
-    def __floordiv__(self, o):
-        return self._bin("floordiv", o)
-
-    def __mod__(self, o):
-        return self._bin("mod", o)
-
-    def __and__(self, o):
-        return self._bin("and", o)
-
-    def __or__(self, o):
-        return self._bin("or", o)
-
-    def eq(self, o):
-        return self._bin("eq", o)
-
-    def ne(self, o):
-        return self._bin("ne", o)
-
-    def __lt__(self, o):
-        return self._bin("lt", o)
-
-    def __le__(self, o):
-        return self._bin("le", o)
-
-    def __gt__(self, o):
-        return self._bin("gt", o)
-
-    def __ge__(self, o):
-        return self._bin("ge", o)
-
-    def __getitem__(self, index: Any) -> Tile:
-        """`x[:, None]` / `x[None, :]`: insert a size-1 axis where None stands."""
-        index = index if isinstance(index, tuple) else (index,)
-        if any(i is not None and i != slice(None) for i in index) or index.count(None) != 1:
-            raise tracer.fail(f"tile indexing supports one new axis like x[:, None], got {index}")
-        if len(index) != len(self.shape) + 1:
-            raise tracer.fail(
-                f"x{list(index)} on a {len(self.shape)}-D tile needs {len(self.shape) + 1} entries"
-            )
-        axis = index.index(None)
-        shape = self.shape[:axis] + (1,) + self.shape[axis:]
-        out = _new(shape, self._value.dtype)
-        tracer.state().emit(ExpandDims(tracer.point("expand_dims"), out, self._value, axis))
-        return Tile(out)
-
-    def __bool__(self) -> bool:
-        raise tracer.fail("a tile has no truth value at trace time; use al.where")
-
-    def __repr__(self) -> str:
-        return f"Tile{self._value!r}{list(self.shape)}:{self._value.dtype}"
-
-
-_FLOAT_DTYPES = ("f16", "bf16", "f32")
-
-
-def _result_dtype(tiles: list[Value]) -> str:
-    dts = [t.dtype for t in tiles]
-    if "f32" in dts:
-        return "f32"
-    return dts[0]
-
-
-def _broadcast_shape(shapes: list[tuple[IntLike, ...]]) -> tuple[IntLike, ...]:
-    """NumPy broadcasting of equal-rank tile shapes: each dim equal, or 1."""
-    shapes = [s for s in shapes if len(s)] or [()]  # a 0-D tile broadcasts to any shape
-    out = list(shapes[0])
-    for s in shapes[1:]:
-        if len(s) != len(out):
-            raise tracer.fail(
-                f"tile shapes {tuple(out)} and {s} differ in rank; add an axis with x[:, None]"
-            )
-        for d, (a, b) in enumerate(zip(out, s)):
-            if isinstance(a, int) and a == 1:
-                out[d] = b
-            elif not (isinstance(b, int) and b == 1) and a != b:
-                raise tracer.fail(f"tile shapes {tuple(out)} and {s} do not broadcast (dim {d})")
-    return tuple(out)
-
-
-def _index_shape(e: Expr) -> tuple[IntLike, ...] | None:
-    """The tile shape an index expression spans: extent `hi` along the axis of each element
-    symbol in it (1 elsewhere); None when it holds no element symbol."""
-    axes = {int(s.name[2:]): s.hi for s in e.symbols() if s.kind == "elem" and s.hi is not None}
-    if not axes:
-        return None
-    return tuple(axes.get(d, 1) for d in builtins.range(builtins.max(axes) + 1))
-
-
-def _elementwise(fn: str, args: list[Any]) -> Tile:
-    vals: list[Any] = []
-    for a in args:
-        if isinstance(a, Tile):
-            vals.append(a._value)
-        elif isinstance(a, int | float | Expr):
-            vals.append(a)
-        else:
-            raise tracer.fail(f"{fn}: cannot use {type(a).__name__} {a!r} in tile arithmetic")
-    tiles = [v for v in vals if isinstance(v, Value)]
-    if not tiles:
-        raise tracer.fail(f"{fn} needs at least one tile operand")
-    # where's result takes its branches' type; an index expression branch is an int
-    typed = [v for v in vals[1:] if isinstance(v, Value)] if fn == "where" else tiles
-    dtype = _result_dtype(typed) if typed else "i32"
-    if fn == "where" and any(isinstance(v, float) for v in vals[1:]) and dtype not in _FLOAT_DTYPES:
-        dtype = "f32"
-    shapes = [t.shape for t in tiles] + [_index_shape(a) for a in vals if isinstance(a, Expr)]
-    out = _new(_broadcast_shape([sh for sh in shapes if sh is not None]), dtype)
-    if fn in ("lt", "le", "gt", "ge", "eq", "ne"):
-        out.dtype = "i1"
-    tracer.state().emit(Elementwise(tracer.point(fn), out, fn, vals))
-    return Tile(out)
 
 
 # ------------------------------------------------------------------------- program ids
@@ -509,13 +184,13 @@ def cdiv(a: Any, b: Any) -> Any:
 
 def minimum(a: Any, b: Any) -> Any:
     if isinstance(a, Tile) or isinstance(b, Tile):
-        return _elementwise("minimum", [a, b])
+        return tiles.elementwise("minimum", [a, b])
     return _emin(a, b)
 
 
 def maximum(a: Any, b: Any) -> Any:
     if isinstance(a, Tile) or isinstance(b, Tile):
-        return _elementwise("maximum", [a, b])
+        return tiles.elementwise("maximum", [a, b])
     return _emax(a, b)
 
 
@@ -615,7 +290,7 @@ def _walk(ops: list[Op]):
 
 def _rewrite(ops: list[Op], old: Value, new: Value, defining: bool = False) -> None:
     for op in _walk(ops):
-        if defining and getattr(op, "out", None) is old:
+        if defining and op.result is old:
             op.out = new
         op.replace_operand(old, new)
         if isinstance(op, Loop):
@@ -642,28 +317,18 @@ def indices(shape: Sequence[IntLike]) -> tuple[Sym, ...]:
 
 
 def zeros(shape: Sequence[IntLike], dtype: DType | str = f32) -> Tile:
-    out = _new(_shape(shape), _dtype_name(dtype))
+    out = tiles.new_value(_shape(shape), tiles.dtype_name(dtype))
     tracer.state().emit(Zeros(tracer.point("zeros"), out))
     return Tile(out)
 
 
 def full(shape: Sequence[IntLike], value: float, dtype: DType | str = f32) -> Tile:
-    out = _new(_shape(shape), _dtype_name(dtype))
+    out = tiles.new_value(_shape(shape), tiles.dtype_name(dtype))
     tracer.state().emit(Full(tracer.point("full"), out, float(value)))
     return Tile(out)
 
 
 # --------------------------------------------------------------------------------- memory
-
-
-def _check_view(view: Any, op: str) -> View:
-    if isinstance(view, RowsTensor) and len(view.tensor.shape) == 1:
-        view = view.view()
-    if not isinstance(view, TileView):
-        raise tracer.fail(
-            f"{op} takes a tile view like a.tile(BM, BK)[pm, k], got {type(view).__name__}"
-        )
-    return view.view
 
 
 def _mask_expr(mask: Any, v: View) -> Expr | None:
@@ -686,9 +351,9 @@ def load_scalar(tensor: TensorArg, *index: IntLike) -> Sym:
     into: a contract or an assertion must say what it may be)."""
     if not isinstance(tensor, TensorArg):
         raise tracer.fail(f"load_scalar takes a kernel tensor, got {type(tensor).__name__}")
-    coords = tensor.fixed + tuple(index)
-    if len(coords) != len(tensor.param.dims):
+    if len(tensor.fixed) + len(index) != len(tensor.param.dims):
         raise tracer.fail(f"load_scalar({tensor.name}, ...) needs {len(tensor.param.dims)} indices")
+    coords = tensor.point(index)
     sym = Sym(tracer.fresh_name(f"{tensor.name}_at"), "data", None, None)
     tracer.state().emit(
         LoadScalar(tracer.point("load_scalar"), sym, tensor.param, coords, tensor.layout(coords))
@@ -701,9 +366,9 @@ def load(
 ) -> Tile:
     """Read a tile. With `boundary` (the default) elements outside the tensor are masked
     (they read `other`); `mask` adds a condition of your own."""
-    v = _check_view(view, "load")
+    v = views.tile_view(view, "load").view
     m = land(v.in_bounds if boundary else None, _mask_expr(mask, v))
-    out = _new(v.shape, f"like:{v.tensor.name}")
+    out = tiles.new_value(v.shape, f"like:{v.tensor.name}")
     tracer.state().emit(
         Load(tracer.point("load"), out, v, None if m == as_expr(1) else m, float(other))
     )
@@ -712,7 +377,7 @@ def load(
 
 def store(view: TileView, value: Tile, mask: Expr | None = None, boundary: bool = True) -> None:
     """Write a tile where the view lies inside the tensor (and `mask` holds)."""
-    v = _check_view(view, "store")
+    v = views.tile_view(view, "store").view
     if not isinstance(value, Tile):
         raise tracer.fail(f"store needs a tile value, got {type(value).__name__}")
     if tuple(value.shape) != tuple(v.shape):
@@ -738,7 +403,7 @@ def dot(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:
     shape = (a.shape[0], b.shape[1])
     if acc is not None and tuple(acc.shape) != shape:
         raise tracer.fail(f"dot accumulator has shape {acc.shape}, expected {shape}")
-    out = _new(shape, acc._value.dtype if acc is not None else "f32")
+    out = tiles.new_value(shape, acc._value.dtype if acc is not None else "f32")
     tracer.state().emit(
         Dot(tracer.point("dot"), out, a._value, b._value, acc._value if acc is not None else None)
     )
@@ -746,35 +411,35 @@ def dot(a: Tile, b: Tile, acc: Tile | None = None) -> Tile:
 
 
 def where(cond: Any, a: Any, b: Any) -> Tile:
-    return _elementwise("where", [cond, a, b])
+    return tiles.elementwise("where", [cond, a, b])
 
 
 def exp(x: Tile) -> Tile:
-    return _elementwise("exp", [x])
+    return tiles.elementwise("exp", [x])
 
 
 def exp2(x: Tile) -> Tile:
-    return _elementwise("exp2", [x])
+    return tiles.elementwise("exp2", [x])
 
 
 def log2(x: Tile) -> Tile:
-    return _elementwise("log2", [x])
+    return tiles.elementwise("log2", [x])
 
 
 def log(x: Tile) -> Tile:
-    return _elementwise("log", [x])
+    return tiles.elementwise("log", [x])
 
 
 def sqrt(x: Tile) -> Tile:
-    return _elementwise("sqrt", [x])
+    return tiles.elementwise("sqrt", [x])
 
 
 def abs(x: Tile) -> Tile:  # noqa: A001
-    return _elementwise("abs", [x])
+    return tiles.elementwise("abs", [x])
 
 
 def sigmoid(x: Tile) -> Tile:
-    return _elementwise("sigmoid", [x])
+    return tiles.elementwise("sigmoid", [x])
 
 
 def _reduce(fn: str, x: Tile, axis: int) -> Tile:
@@ -783,7 +448,7 @@ def _reduce(fn: str, x: Tile, axis: int) -> Tile:
     if not 0 <= axis < len(x.shape):
         raise tracer.fail(f"{fn} axis {axis} out of range for a {len(x.shape)}-D tile")
     shape = tuple(s for d, s in enumerate(x.shape) if d != axis)
-    out = _new(shape, x._value.dtype)
+    out = tiles.new_value(shape, x._value.dtype)
     tracer.state().emit(Reduce(tracer.point(fn), out, fn, x._value, axis))
     return Tile(out)
 
@@ -792,7 +457,7 @@ def cumsum(x: Tile, axis: int = 0) -> Tile:
     """Inclusive prefix sum along `axis` (same shape)."""
     if not isinstance(x, Tile) or not 0 <= axis < len(x.shape):
         raise tracer.fail(f"cumsum takes a tile and an axis below its rank, got {x!r}, {axis}")
-    out = _new(x.shape, x._value.dtype)
+    out = tiles.new_value(x.shape, x._value.dtype)
     tracer.state().emit(Scan(tracer.point("cumsum"), out, "cumsum", x._value, axis))
     return Tile(out)
 
@@ -810,50 +475,59 @@ def min(x: Tile, axis: int) -> Tile:  # noqa: A001
 
 
 __all__ = [
+    "COORD",
     "DType",
-    "cumsum",
-    "load_scalar",
-    "indices",
     "Tensor",
     "Tile",
     "TileView",
     "abs",
+    "assert_contraction",
+    "assert_tag",
+    "assert_tag_eq",
+    "at",
+    "atomic_add",
     "bf16",
     "cdiv",
     "constexpr",
+    "contract",
+    "cumsum",
     "dot",
     "exp",
     "exp2",
+    "expect",
     "f16",
     "f32",
     "full",
     "grouped",
     "i1",
     "i32",
+    "indices",
     "kernel",
     "load",
+    "load_scalar",
     "log",
     "log2",
     "max",
     "maximum",
     "min",
     "minimum",
+    "permute",
     "program_ids",
     "range",
+    "read",
+    "requires",
     "row_major",
+    "rows_for",
     "sigmoid",
+    "split_range",
     "sqrt",
     "store",
     "sum",
+    "summand",
+    "swizzle",
+    "tag",
+    "unswizzle",
     "where",
+    "with_strides",
     "zeros",
 ]
-
-try:  # tags, tag assertions and explicit layouts live beside the core ops
-    from argus_plugins.dsl.tile.tags import *  # noqa: F401,F403,E402
-    from argus_plugins.dsl.tile.tags import __all__ as _tag_names  # noqa: E402
-
-    __all__ += list(_tag_names)
-except ModuleNotFoundError as _exc:  # pragma: no cover - only while tags.py does not exist
-    if _exc.name != "argus_plugins.dsl.tile.tags":
-        raise

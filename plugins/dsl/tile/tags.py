@@ -1,19 +1,18 @@
-"""Tags, tag assertions, and the explicit views and ops the verifier reasons about.
+"""Tags, tag assertions, contracts, and the split-K and data-dependent ops the verifier
+reasons about.
 
-Kernels use these through `lang` (`al.tag(...)`, `al.permute(...)`). Tags and assertions
+Kernels use these through `lang` (`al.tag(...)`, `al.expect(...)`). Tags and assertions
 are ghost state: they emit erased IR ops, so the lowered code is the same without them.
-The views (permuted, swizzled, re-strided) are ordinary IR `View`s whose coordinates and
-offsets are computed differently; a view's coordinates are its elements' built-in tags.
-
-The built-in tag of a loaded tile is named `"coord"`: its global coordinates.
+The built-in tag of a loaded tile is named `"coord"`: its global coordinates (a view's
+coordinates, `views.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-from argus_core.ir import Expr, IntLike, Sym, View, as_expr, cdiv, elem_sym, emin, land
+from argus_core.ir import Expr, IntLike, Sym, as_expr, cdiv, elem_sym, emin, land
 from argus_core.ir.nodes import AtomicAdd, TileElem
 from argus_core.ir.tags import (
     COORD,
@@ -27,13 +26,12 @@ from argus_core.ir.tags import (
     Tag,
 )
 from argus_core.ir.tags import read as data_read
-from argus_core.layout import Layout
 from argus_plugins.dsl.tile import tracer
+from argus_plugins.dsl.tile.tiles import Tile
+from argus_plugins.dsl.tile.views import TensorArg, tile_view
 
 
 def _tile_value(x: Any, op: str):
-    from argus_plugins.dsl.tile.lang import Tile
-
     if not isinstance(x, Tile):
         raise tracer.fail(f"{op} takes a tile (a loaded or computed value), got {type(x).__name__}")
     return x._value
@@ -121,112 +119,6 @@ def requires(pred: Any) -> None:
     tracer.state().emit(Requires(tracer.point("requires", ghost=True), pred))
 
 
-# ------------------------------------------------------------------------------ views
-
-
-def _view_of(view: Any, op: str):
-    from argus_plugins.dsl.tile.lang import TileView
-
-    if not isinstance(view, TileView):
-        raise tracer.fail(
-            f"{op} takes a tile view like a.tile(BM, BK)[pm, k], got {type(view).__name__}"
-        )
-    return view.view
-
-
-def _remap(v: View, shape: tuple[IntLike, ...], where: Sequence[IntLike], desc: str):
-    """The view whose element e is element `where(e)` of `v` (`where` over the new elems)."""
-    from argus_plugins.dsl.tile.lang import TileView
-
-    mapping = {elem_sym(d): w for d, w in enumerate(where)}
-    sub = lambda e: e.subs(mapping) if isinstance(e, Expr) else e  # noqa: E731
-    return TileView(
-        View(
-            v.tensor,
-            tuple(shape),
-            tuple(sub(c) for c in v.coords),
-            sub(v.offset),
-            as_expr(sub(v.in_bounds)),
-            desc,
-        )
-    )
-
-
-def permute(view: Any, order: Sequence[int]):
-    """The view through the layout with modes permuted: element e of the result is element
-    `e'` of `view` with `e'[order[d]] = e[d]`; its shape is `view.shape` permuted. Its own
-    inverse is the inverse permutation."""
-    v = _view_of(view, "permute")
-    order = tuple(order)
-    if sorted(order) != list(range(len(v.shape))):
-        raise tracer.fail(
-            f"permute order {order} is not a permutation of {tuple(range(len(v.shape)))}"
-        )
-    shape = tuple(v.shape[o] for o in order)
-    where: list[IntLike] = [0] * len(order)
-    for d, o in enumerate(order):
-        where[o] = elem_sym(d, shape[d])
-    return _remap(v, shape, where, f"permute({v.desc}, {order})")
-
-
-def xor_bits(a: IntLike, b: IntLike, bits: int) -> IntLike:
-    """`a ^ b` for `b < 2**bits` (and any a >= 0), as + // % arithmetic: every backend and z3
-    (linear arithmetic with constant divisors) understand it."""
-    low: IntLike = 0
-    for k in range(bits):
-        low = low + (((a // 2**k) + (b // 2**k)) % 2) * 2**k
-    return a - a % 2**bits + low
-
-
-def swizzle(view: Any, bits: int, base: int = 0, shift: int = 0):
-    """XOR swizzle of a 2-D view (CuTe `Swizzle<bits, base, shift>` on (row, col)): element
-    (i, j) of the result is element (i, j ^ (((i >> shift) % 2**bits) << base)) of `view`.
-    A swizzle is its own inverse; `unswizzle` names that for readability."""
-    v = _view_of(view, "swizzle")
-    if len(v.shape) != 2:
-        raise tracer.fail(f"swizzle needs a 2-D view, got shape {v.shape}")
-    if bits < 0 or base < 0 or shift < 0:
-        raise tracer.fail(f"swizzle bits/base/shift must be >= 0, got {bits}/{base}/{shift}")
-    params = (bits, base, shift)
-    source = getattr(view, "_swizzled", None)
-    if source is not None and source[1] == params:
-        return source[0]  # the same XOR swizzle twice is the identity: compose in the algebra
-    i, j = elem_sym(0, v.shape[0]), elem_sym(1, v.shape[1])
-    mask = ((i // 2**shift) % 2**bits) * 2**base
-    out = _remap(
-        v,
-        v.shape,
-        (i, xor_bits(j, mask, bits + base)),
-        f"swizzle({v.desc}, {bits}, {base}, {shift})",
-    )
-    out._swizzled = (view, params)
-    return out
-
-
-def unswizzle(view: Any, bits: int, base: int = 0, shift: int = 0):
-    """The inverse of `swizzle(view, bits, base, shift)` (XOR swizzles are involutions)."""
-    return swizzle(view, bits, base, shift)
-
-
-def with_strides(tensor: Any, *strides: IntLike):
-    """Reinterpret `tensor` with explicit strides (offsets computed from them) while its
-    elements keep their true coordinates. The verifier checks the offsets against the
-    tensor's true (contiguous row-major) layout, so a wrong stride is a counterexample."""
-    from argus_plugins.dsl.tile.lang import TensorArg
-
-    if not isinstance(tensor, TensorArg):
-        raise tracer.fail(
-            f"with_strides takes a kernel tensor argument, got {type(tensor).__name__}"
-        )
-    if len(strides) != len(tensor.shape):
-        raise tracer.fail(
-            f"{tensor.name}.with_strides needs {len(tensor.shape)} strides, got {len(strides)}"
-        )
-    out = TensorArg(tensor.param)
-    out.layout = Layout(tensor.param.dims, tuple(strides))
-    return out
-
-
 # --------------------------------------------------------------------- split-K support
 
 
@@ -239,9 +131,7 @@ def split_range(n: IntLike, splits: IntLike, s: IntLike) -> tuple[IntLike, IntLi
 def atomic_add(view: Any, value: Any, mask: Expr | None = None, boundary: bool = True) -> None:
     """Add a tile into `view` atomically (split-K partial sums). The verifier checks that
     the partial sums landing on each output element cover the contraction exactly once."""
-    from argus_plugins.dsl.tile.lang import Tile
-
-    v = _view_of(view, "atomic_add")
+    v = tile_view(view, "atomic_add").view
     if not isinstance(value, Tile) or tuple(value.shape) != tuple(v.shape):
         raise tracer.fail(f"atomic_add needs a tile of shape {v.shape}, got {value!r}")
     m = land(v.in_bounds if boundary else None, mask)
@@ -258,18 +148,17 @@ def read(tensor: Any, *index: IntLike) -> Expr:
     """Ghost read of `tensor[index]` for contracts and assertions: an uninterpreted value
     the verifier knows only through contracts (nothing is loaded). `tensor` is a kernel
     tensor or the name of another kernel's tensor (`"ids"`)."""
-    from argus_plugins.dsl.tile.lang import TensorArg
-
+    index = _as_tuple(index, "read")
     if isinstance(tensor, TensorArg):
-        index = tensor.fixed + tuple(index)
-        if len(index) != len(tensor.param.dims):
+        if len(tensor.fixed) + len(index) != len(tensor.param.dims):
             raise tracer.fail(f"read({tensor.name}, ...) needs {len(tensor.param.dims)} indices")
+        index = tensor.point(index)
         name = tensor.name
     elif isinstance(tensor, str) and tensor.isidentifier():
         name = tensor
     else:
         raise tracer.fail(f"read takes a kernel tensor or a tensor name, got {tensor!r}")
-    return data_read(name, *_as_tuple(index, "read"))
+    return data_read(name, *index)
 
 
 def at(x: Any, axis: int = 0) -> Expr:
@@ -347,12 +236,7 @@ __all__ = [
     "assert_tag",
     "assert_tag_eq",
     "atomic_add",
-    "permute",
     "requires",
     "split_range",
-    "swizzle",
     "tag",
-    "unswizzle",
-    "with_strides",
-    "xor_bits",
 ]

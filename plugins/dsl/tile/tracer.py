@@ -21,6 +21,14 @@ from argus_core.ir import Expr, Op, ProgramPoint, Sym, Value
 _DSL_PACKAGE_DIR = __file__.rsplit("/", 1)[0]
 
 
+class TileHandle:
+    """Base of the DSL objects that stand for an IR tile (`tiles.Tile`): tracing names each
+    such tile after the kernel local that holds it."""
+
+    __slots__ = ()
+    _value: Value
+
+
 @dataclass
 class TraceState:
     kernel_code: types.CodeType
@@ -94,9 +102,8 @@ def fresh_name(base: str) -> str:
 def name_locals(frame: types.FrameType) -> None:
     """Give unnamed tiles the name of the kernel local that holds them (readable lowering)."""
     for var, val in frame.f_locals.items():
-        v = getattr(val, "_value", None)
-        if isinstance(v, Value) and not v.name:
-            v.name = fresh_name(var)
+        if isinstance(val, TileHandle) and not val._value.name:
+            val._value.name = fresh_name(var)
 
 
 def trace(fn: Callable[..., Any], args: list[Any], file: str) -> TraceState:

@@ -13,6 +13,7 @@ import random
 from typing import Any
 
 from argus_core.hookspecs import hookimpl
+from argus_core.planning.actions import grid_lists
 from argus_core.types import Candidate, CandidateResult, Policy
 
 
@@ -54,14 +55,17 @@ class BaselineSession:
     def observe(self, result: CandidateResult) -> None:
         """The baseline does not learn."""
 
+    def state(self) -> dict[str, Any]:
+        """{"planner", "proposed", "left"}: how far through its sample of the grid it is."""
+        return {"planner": "baseline", "proposed": self.count, "left": len(self.queue)}
+
 
 class BaselinePlanner:
     name = "baseline"
 
     def create(self, cfg: Any, ctx: dict[str, Any]) -> BaselineSession:
-        kernel_cfg, backend_cfg = ctx["kernel_cfg"], ctx["backend_cfg"]
-        tiles = {k: list(v) for k, v in dict(kernel_cfg.get("tiles") or {}).items()}
-        compiler = {k: list(v) for k, v in dict(backend_cfg.get("policy_grid") or {}).items()}
+        tiles = grid_lists(ctx["kernel_cfg"], "tiles")
+        compiler = grid_lists(ctx["backend_cfg"], "policy_grid")
         return BaselineSession(ctx["family"], policy_grid(tiles, compiler), int(ctx.get("seed", 0)))
 
 

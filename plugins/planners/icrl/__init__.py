@@ -18,8 +18,7 @@ from typing import Any
 
 from argus_core.errors import ConfigError
 from argus_core.hookspecs import hookimpl
-from argus_core.types import Candidate, CandidateResult, Policy
-from argus_plugins.planners.icrl.actions import (
+from argus_core.planning.actions import (
     NEIGHBOUR,
     Action,
     ActionSpace,
@@ -27,6 +26,7 @@ from argus_plugins.planners.icrl.actions import (
     planner_options,
     specificity,
 )
+from argus_core.types import Candidate, CandidateResult, Policy
 from argus_plugins.planners.icrl.llm import NEW, REPAIR, LLMPolicy
 from argus_plugins.planners.icrl.values import DEFAULT_PATH, ValueTable
 

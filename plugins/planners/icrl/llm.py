@@ -22,7 +22,7 @@ from typing import Any
 
 from argus_core import kb
 from argus_core.llm import LLMBudgetExceeded, LLMError, save_transcript
-from argus_core.sandbox import ALLOWED_IMPORTS_TEXT, SAFE_BUILTINS
+from argus_core.sandbox import SAFE_BUILTINS
 from argus_core.types import Candidate, CandidateResult, Policy
 
 NEW = "llm"  # the technique an LLM-written candidate carries
@@ -32,14 +32,20 @@ TRANSCRIPT_FILE = "llm_transcript.json"  # in the run directory, rewritten after
 # a fenced block: ```python / ```py / ``` ... ```
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
-DSL_RULES = f"""\
+
+def dsl_rules(imports: str) -> str:
+    """The system prompt's rules of a DSL module; `imports` is the DSL front end's
+    `allowed_imports_text` ("from argus_plugins.dsl.tile import lang as al; import math"):
+    the first import opens the module, the rest are all it may add."""
+    first, _, rest = (part.strip() for part in imports.partition(";"))
+    also = f"besides that only `{rest}` is\n  allowed" if rest else "nothing else is allowed"
+    return f"""\
 You write GPU kernels in Argus's tile DSL, a Python-embedded language that is traced into
 an IR (never run as Python), verified against data-flow invariants by an SMT solver, and
 lowered to Triton.
 
 Rules of a DSL module:
-- It starts with `{ALLOWED_IMPORTS_TEXT.split(";")[0]}`; besides that only `import math` is
-  allowed. No other imports, no I/O, no classes, no try/with, no dunder or private names.
+- It starts with `{first}`; {also}. No other imports, no I/O, no classes, no try/with, no dunder or private names.
   Builtins allowed: {", ".join(sorted(SAFE_BUILTINS))}.
 - Kernels are functions decorated with `@al.kernel`. Parameters are annotated
   `al.Tensor["M", "K"]` (symbolic dims), `al.constexpr` (a tile constant the policy sets),
@@ -125,6 +131,7 @@ class LLMPolicy:
 
     client: Any  # argus_core.llm.LLMClient
     family: Any
+    dsl_imports: str  # the DSL front end's `allowed_imports_text`, for the rules
     backend: str
     shape: dict[str, int]
     dtype: str
@@ -140,7 +147,7 @@ class LLMPolicy:
 
     @classmethod
     def from_ctx(cls, ctx: dict[str, Any], repair_budget: int) -> LLMPolicy:
-        """A policy over `ctx["llm"]` for `ctx`'s family, backend, shape and dtype."""
+        """A policy over `ctx["llm"]` for `ctx`'s family, DSL, backend, shape and dtype."""
         family, backend = ctx["family"], ctx["backend"]
         kcfg = ctx["kernel_cfg"]
         shape = {str(k): int(v) for k, v in dict(kcfg.get("shape") or {}).items()}
@@ -151,6 +158,7 @@ class LLMPolicy:
         return cls(
             client=ctx["llm"],
             family=family,
+            dsl_imports=ctx["dsl"].allowed_imports_text,
             backend=backend.name,
             shape=shape,
             dtype=str(kcfg.get("dtype", "")),
@@ -168,13 +176,13 @@ class LLMPolicy:
         example = self.family.source()
         return {
             "role": "system",
-            "content": f"{DSL_RULES}\nExample: the {self.family.name} family's own kernel module\n"
+            "content": f"{dsl_rules(self.dsl_imports)}\nExample: the {self.family.name} family's own kernel module\n"
             f"```python\n{example.rstrip()}\n```\n",
         }
 
     def context(self, best: CandidateResult | None, policy: Policy, history: Sequence[str]) -> str:
         """The task, the best candidate so far with its report, the history, the KB."""
-        entries = list(getattr(self.family, "entries", None) or (self.family.entry,))
+        entries = list(self.family.entries)
         lines = [
             f"Task: kernel family {self.family.name}, shape {self.shape}, dtype {self.dtype}, "
             f"target {self.backend}. Write a module defining the kernel(s) {', '.join(entries)}.",

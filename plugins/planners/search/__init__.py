@@ -1,10 +1,10 @@
 """`planner=search`: the non-learning reference for `planner=icrl`.
 
-Same action space as icrl (`argus_plugins.planners.icrl.actions`: KB techniques with
-their parameters, and grid neighbours), same starting policy first, same budget; but every
-action is applied to the starting policy and nothing is learned. `options.mode`: `random`
-(a seeded shuffle of the actions) or `grid` (every action in a fixed order: techniques by
-id, then grid neighbours).
+Same action space as icrl (`argus_core.planning.actions`: KB techniques with their
+parameters, and grid neighbours), same starting policy first, same budget; but every action
+is applied to the starting policy and nothing is learned. `options.mode`: `random` (a
+seeded shuffle of the actions) or `grid` (every action in a fixed order: techniques by id,
+then grid neighbours).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from argus_core.errors import ConfigError, choices_error
 from argus_core.hookspecs import hookimpl
+from argus_core.planning.actions import ActionSpace, make_candidate, planner_options
 from argus_core.types import Candidate, CandidateResult
-from argus_plugins.planners.icrl.actions import ActionSpace, make_candidate, planner_options
 
 MODES = ("random", "grid")
 OPTIONS: dict[str, Any] = {"mode": "random"}
@@ -23,7 +23,7 @@ OPTIONS: dict[str, Any] = {"mode": "random"}
 
 class SearchSession:
     def __init__(self, family: Any, space: ActionSpace, mode: str, seed: int):
-        self.family = family
+        self.family, self.mode = family, mode
         start = space.start()
         moves = space.actions(start)
         if mode == "random":
@@ -45,6 +45,15 @@ class SearchSession:
 
     def observe(self, result: CandidateResult) -> None:
         """The reference does not learn."""
+
+    def state(self) -> dict[str, Any]:
+        """{"planner", "mode", "proposed", "left"}: how far through its queue it is."""
+        return {
+            "planner": "search",
+            "mode": self.mode,
+            "proposed": self.count,
+            "left": len(self.queue),
+        }
 
 
 class SearchPlanner:

@@ -10,13 +10,19 @@ covers the contraction exactly once.
 
 All expressions are IR `Expr`s over the element symbols `_i0`, `_i1`, ... of the value,
 program and loop symbols, and shapes; tile constants are already concrete.
+
+`Frame` is the interpretation state the domains share: every IR value's abstract value so
+far and the loops around the op being interpreted. The joins the transfer functions need
+(`broadcast`, `merge`) are here, beside the values they combine.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from argus_core.ir import Expr, IntLike, ProgramPoint, Sym
+from argus_core.ir import Expr, IntLike, Loop, ProgramPoint, Sym, as_expr, elem_sym, land, lnot
+from argus_core.ir.expr import Select
+from argus_plugins.verifiers.smt.exprs import lor, sub
 
 
 @dataclass(frozen=True)
@@ -62,17 +68,88 @@ class Contribution:
 
 
 @dataclass(frozen=True)
+class Factor:
+    """One factor's contributions in a product of finished sums (`silu(x @ wg) * (x @
+    up)`): each factor must cover its contraction exactly once on its own, so the store
+    checks each group separately instead of as one sum."""
+
+    contribs: tuple[Contribution, ...]
+
+
+@dataclass(frozen=True)
 class AVal:
+    """A tile's abstract value. `contrib` holds `Contribution`s, `Factor`s, or a loop's
+    marker object for "the carried value"."""
+
     shape: tuple[int, ...]
     tags: dict[str, TagVal] = field(default_factory=dict)
     valid: IntLike = 1
-    contrib: tuple = ()  # Contribution, or a loop's marker object for "the carried value"
+    contrib: tuple = ()
     window: bool = False  # the contraction was proved exact by an assert_contraction
 
     def with_tags(self, tags: dict[str, TagVal]) -> AVal:
         return replace(self, tags=tags)
 
 
-def sub(e: IntLike, mapping: dict[Sym, IntLike]) -> IntLike:
-    """`e` with symbols replaced simultaneously (ints pass through)."""
-    return e.subs(mapping) if isinstance(e, Expr) else e
+@dataclass
+class Frame:
+    """What the interpretation knows so far: each IR value's abstract value (by value id)
+    and the loops around the current op, innermost last."""
+
+    values: dict[int, AVal] = field(default_factory=dict)
+    loops: list[Loop] = field(default_factory=list)
+
+
+def factor_groups(tiles: list[AVal]) -> tuple[Factor, ...] | None:
+    """The factor groups of a product, or None when at most one operand is a sum."""
+    groups = []
+    for x in tiles:
+        cs = tuple(c for c in x.contrib if isinstance(c, Contribution))
+        groups.extend(c for c in x.contrib if isinstance(c, Factor))
+        if cs and not x.window:
+            groups.append(Factor(cs))
+    return tuple(groups) if len(groups) > 1 else None
+
+
+def broadcast(x: AVal, shape: tuple[int, ...]) -> AVal:
+    """`x` read at the elements of a `shape` tile (NumPy broadcasting: size-1 axes)."""
+    m = {elem_sym(d): 0 for d, (a, b) in enumerate(zip(x.shape, shape)) if a == 1 and b != 1}
+    if not m:
+        return x
+    return replace(
+        x, shape=shape, tags={n: t.subs(m) for n, t in x.tags.items()}, valid=sub(x.valid, m)
+    )
+
+
+def _either(cond: Expr, a: IntLike, b: IntLike) -> IntLike:
+    return a if as_expr(a) == as_expr(b) else Select(cond, as_expr(a), as_expr(b))
+
+
+def _pred_either(cond: Expr, a: IntLike, b: IntLike) -> IntLike:
+    if as_expr(a) == as_expr(b):
+        return a
+    return lor(land(cond, a), land(lnot(cond), b))
+
+
+def merge(cond: Expr, a: AVal, b: AVal, contrib: tuple) -> AVal:
+    """The value that is `a` where `cond` holds and `b` elsewhere; a tag missing on one
+    side is undefined there."""
+    tags: dict[str, TagVal] = {}
+    for name in list(a.tags) + [n for n in b.tags if n not in a.tags]:
+        ta, tb = a.tags.get(name), b.tags.get(name)
+        if ta is not None and tb is not None and len(ta.exprs) == len(tb.exprs):
+            if ta == tb:
+                tags[name] = ta
+                continue
+            exprs = tuple(_either(cond, x, y) for x, y in zip(ta.exprs, tb.exprs))
+            tags[name] = TagVal(
+                exprs,
+                _pred_either(cond, ta.defined, tb.defined),
+                tb.extents or ta.extents,
+                tb.axes or ta.axes,
+            )
+        elif ta is not None:
+            tags[name] = replace(ta, defined=land(cond, ta.defined))
+        elif tb is not None:
+            tags[name] = replace(tb, defined=land(lnot(cond), tb.defined))
+    return AVal(b.shape, tags, _pred_either(cond, a.valid, b.valid), contrib)

@@ -8,57 +8,49 @@ shape in [1, max_extent]), and a `Let`-bound symbol becomes its definition. A su
 symbol's name (`pid_m'`) names another copy of the program (another program id, other
 elements, other iterations) so one query can relate two programs, for example to prove
 that no two of them write the same output element.
+
+Kernels that index memory by data add a theory (`DataTheory`, implemented by
+`data_values.DataState`): data reads become uninterpreted functions, constrained by the
+kernel's contracts and by prefix-sum facts instantiated per query.
 """
 
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import z3
 
 from argus_core.ir import Expr, IntLike, KernelIR, Let, Loop, Sym, as_expr, to_z3
-from argus_core.ir.expr import BinOp, BoolOp, Call, Cmp, Select, binop, call
+from argus_core.ir.expr import BinOp, Cmp
 from argus_core.ir.tags import Requires
 from argus_core.types import Policy
-
-PER_PROGRAM_KINDS = ("pid", "loop", "elem", "scalar")
-PROGRAM_ID = "program_id_0"
+from argus_plugins.verifiers.smt.exprs import PROGRAM_ID, rename, rewrite, split_suffix
 
 
-def split_suffix(name: str) -> tuple[str, str]:
-    """('pid_m', "'") for "pid_m'"; suffixes start with ', # or %."""
-    for i, ch in enumerate(name):
-        if ch in "'#%":
-            return name[:i], name[i:]
-    return name, ""
+class DataTheory(Protocol):
+    """What queries need from the values of data (`data_values.DataState`, for kernels that
+    index memory by data): declared here, below its implementation, so the solver calls it
+    without importing it."""
 
+    def resolve(self, e: Expr) -> IntLike:
+        """`e` with elements of index tiles (`TileElem`) replaced by their values."""
 
-def rename(e: IntLike, suffix: str) -> IntLike:
-    """`e` in another copy of the program: per-program symbols get `suffix`."""
-    if not suffix or not isinstance(e, Expr):
-        return e
-    return e.map(lambda s: Sym(s.name + suffix, s.kind) if s.kind in PER_PROGRAM_KINDS else s)
+    def term(self, q: Query, name: str) -> Any:
+        """The z3 term of the data read named `name` in query `q`."""
 
+    def instances(self, q: Query, roots: list[Any]) -> tuple[list[Any], list[str]]:
+        """Contract and prefix-sum facts for the reads in `roots` (z3 terms), and the ops
+        of the opaque values the query depends on; sets `q.data_reads` and `q.sums`."""
 
-def rewrite(e: IntLike, fn) -> IntLike:
-    """`e` rebuilt bottom-up with `fn` applied to every node (`fn` returns the node or a
-    replacement)."""
-    if not isinstance(e, Expr):
-        return e
-    if isinstance(e, BinOp):
-        e = as_expr(binop(e.op, rewrite(e.a, fn), rewrite(e.b, fn)))
-    elif isinstance(e, Call):
-        e = as_expr(call(e.fn, *[rewrite(a, fn) for a in e.args]))
-    elif isinstance(e, Cmp):
-        e = Cmp(e.op, as_expr(rewrite(e.a, fn)), as_expr(rewrite(e.b, fn)))
-    elif isinstance(e, BoolOp):
-        e = BoolOp(e.op, tuple(as_expr(rewrite(a, fn)) for a in e.args))
-    elif isinstance(e, Select):
-        e = Select(*(as_expr(rewrite(x, fn)) for x in (e.cond, e.a, e.b)))
-    return fn(e)
+    def confirm(self, q: Query, model: Any, violation: IntLike, solver: Any) -> Any | None:
+        """A model of `violation` in which every prefix sum has its true value, or None."""
+
+    def model_values(self, q: Query, model: Any) -> dict[str, int]:
+        """The data reads of a violated query with their values in `model`."""
 
 
 def factors(e: IntLike) -> list[IntLike]:
@@ -83,6 +75,9 @@ class Context:
     def __init__(self, ir: KernelIR, policy: Policy, options: Mapping[str, Any]):
         self.ir = ir
         self.policy = policy
+        # values of data, for kernels that index memory by data: set once, after this
+        # Context is built (the data state is built from it) and before interpretation
+        self.data: DataTheory | None = None
         self.timeout_ms = int(options.get("timeout_ms", 10000))
         self.max_extent = int(options.get("max_extent", 2**20))
         self.small_extent = int(options.get("small_extent", 256))
@@ -126,10 +121,8 @@ class Context:
         substituted."""
         if not isinstance(e, Expr):
             return e
-        if getattr(self, "data", None):  # elements of index tiles -> their values
-            from argus_plugins.verifiers.smt.data import resolve
-
-            e = resolve(self, e)
+        if self.data is not None:  # elements of index tiles -> their values
+            e = self.data.resolve(e)
         if self.quotients:
             e = rewrite(e, lambda x: self.quotients.get(x, x))
         return e.subs(self.subst) if isinstance(e, Expr) else e
@@ -254,11 +247,14 @@ class Outcome:
 
 
 class _Env(dict):
-    """name -> z3 term, built on first use (see Query.term)."""
+    """name -> z3 term, built on first use (see Query._make). It refers to its query
+    weakly: a query and its terms are freed as soon as the query is dropped, not at the
+    next cyclic garbage collection, whose timing would otherwise decide which z3 term ids
+    later queries reuse, and so which of several models z3 returns."""
 
     def __init__(self, query: Query):
         super().__init__()
-        self.q = query
+        self.q = weakref.proxy(query)
 
     def __contains__(self, name: object) -> bool:
         return True
@@ -272,20 +268,27 @@ class _Env(dict):
 @dataclass
 class Query:
     """One assertion's z3 problem. `shape` bounds the element symbols `_i<d>` (all copies);
-    `overrides` define per-copy symbols as expressions over others (a witness program)."""
+    `overrides` define per-copy symbols as expressions over others (a witness program);
+    `lemma`: a side proof (a model is not a finding, so it is not confirmed)."""
 
     ctx: Context
     shape: tuple[int, ...] = ()
     overrides: dict[str, IntLike] = field(default_factory=dict)
     fixed: dict[str, int] = field(default_factory=dict)  # concrete values (confirmations)
+    lemma: bool = False
 
     def __post_init__(self):
         self.env = _Env(self)
+        self._env_view = weakref.proxy(self.env)
         self.domain: list[Any] = []
         self.vars: dict[str, Any] = {}
+        self.data_reads: list[Any] = []  # the data reads of the violation (DataTheory)
+        self.sums = False  # the facts mention prefix sums: a model must be confirmed
 
     def z(self, e: IntLike | bool):
-        return to_z3(as_expr(e), self.env)
+        # to_z3's recursive closure outlives the call until a cyclic collection: it gets a
+        # weak view of the terms, so they are still freed with this query (see _Env)
+        return to_z3(as_expr(e), self._env_view)
 
     def zb(self, e: IntLike | bool):
         t = self.z(e)
@@ -305,7 +308,11 @@ class Query:
     def _make(self, name: str):
         if name in self.overrides:
             return self.z(self.overrides[name])
-        if name.startswith("@"):  # a data read: an uninterpreted function (data.py)
+        if name.startswith("@"):  # a data read: an uninterpreted function (data_values.py)
+            if self.ctx.data is None:
+                raise KeyError(
+                    f"data read {name!r} in kernel {self.ctx.ir.name!r}, which has no data ops"
+                )
             return self.ctx.data.term(self, name)
         base, suffix = split_suffix(name)
         ctx = self.ctx
@@ -353,7 +360,7 @@ class Query:
         t0 = time.perf_counter()
         pres = [self.zb(p) for p in ctx.assumptions]
         contracts, opaque = [], []
-        if getattr(ctx, "data", None) and not isinstance(violation, z3.ExprRef):
+        if ctx.data is not None and not isinstance(violation, z3.ExprRef):
             contracts, opaque = ctx.data.instances(self, [violation, *ctx.assumptions])
         s = z3.Solver()
         s.add(*self.domain, *pres, *contracts)
@@ -379,10 +386,8 @@ class Query:
             out.status = "proved"
         elif r == z3.sat and opaque:  # the model may rest on a value not modelled
             out.note = "the counterexample depends on values not modelled: " + "; ".join(opaque)
-        elif r == z3.sat and getattr(self, "sums", False) and not getattr(self, "lemma", False):
-            from argus_plugins.verifiers.smt.scan import confirm  # sums' facts are partial
-
-            model = confirm(self, model, violation, s)
+        elif r == z3.sat and self.sums and not self.lemma and ctx.data is not None:
+            model = ctx.data.confirm(self, model, violation, s)  # sums' facts are partial
             if model is None:
                 out.note = "a model of the prefix-sum facts that their true values refute"
             else:

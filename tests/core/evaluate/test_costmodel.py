@@ -6,11 +6,14 @@ import math
 
 import pytest
 
-from argus_core.evaluate.costmodel import MI300X, MODEL, estimate_time, lds_bytes_estimate
-from argus_core.kernels.gemm import GemmFamily
+from argus_core.evaluate.costmodel import MODEL, estimate_time, lds_bytes_estimate
+from argus_core.plugin_manager import Registry, default_plugin_manager
 from argus_core.types import CompileReport, Policy
 
-GEMM = GemmFamily()
+# the model takes a target's spec; the MI300X's is the one its backend declares
+_REGISTRY = Registry(default_plugin_manager())
+MI300X = _REGISTRY.get("backend", "mi300x").spec
+GEMM = _REGISTRY.get("kernel", "gemm")
 BIG = {"M": 4096, "N": 4096, "K": 4096}
 
 

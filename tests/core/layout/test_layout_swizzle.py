@@ -1,4 +1,5 @@
-"""Swizzles are involutions, composed layouts invert, and swizzling removes bank conflicts."""
+"""Swizzles are involutions, composed layouts invert, swizzling removes bank conflicts, and
+swizzles of symbolic offsets and tile coordinates agree with the int ones."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import z3
 from hypothesis import given
 from hypothesis import strategies as st
 
+from argus_core.ir.expr import Sym
 from argus_core.layout import Layout, LayoutError
-from argus_core.layout.swizzle import ComposedLayout, Swizzle, bank_conflicts
+from argus_core.layout.swizzle import ComposedLayout, Swizzle, bank_conflicts, xor
 
 TILE = Layout((64, 64), (64, 1))  # 64x64 fp16, row-major
 PADDED = Layout((64, 64), (66, 1))  # rows padded by 2 halves (4 bytes)
@@ -91,3 +93,52 @@ def test_bank_conflicts_broadcast_is_free():
     assert bank_conflicts(lambda t: 0, 4, 32) == 1  # every thread reads the same word
     assert bank_conflicts(lambda t: t, 4, 32) == 1  # consecutive words
     assert bank_conflicts(lambda t: 2 * t, 4, 32) == 2  # stride 2 words: 2-way
+
+
+# ------------------------------------------------------------------ symbolic swizzles
+
+
+@given(swizzles(), st.integers(0, 1 << 14))
+def test_swizzle_of_an_expr_evaluates_to_the_int_swizzle(sw, y):
+    assert sw(Sym("y")).evaluate({"y": y}) == sw(y)
+
+
+@given(swizzles(), st.integers(0, 1 << 14))
+def test_swizzle_on_z3_ints_matches_ints(sw, y):
+    term = sw(z3.Int("y"))
+    assert z3.simplify(z3.substitute(term, (z3.Int("y"), z3.IntVal(y)))).as_long() == sw(y)
+
+
+@given(st.integers(0, 1 << 12), st.integers(0, 255), st.integers(0, 31))
+def test_xor_of_exprs_is_bitwise_xor(a, b, extra):
+    bits = max(b.bit_length(), 1) + extra % 3
+    expr = xor(Sym("a"), Sym("b"), bits)
+    assert expr.evaluate({"a": a, "b": b}) == a ^ b == xor(a, b, bits)
+
+
+@st.composite
+def row_swizzles(draw):
+    bits = draw(st.integers(0, 3))
+    return Swizzle(bits, draw(st.integers(0, 3)), bits + draw(st.integers(0, 3)))
+
+
+@given(row_swizzles(), st.integers(0, 200), st.integers(0, 300))
+def test_on_tile_is_the_swizzle_of_the_offset_in_the_atom(sw, row, col):
+    rows, width = sw.atom.shape
+    corner = col - col % width
+    swizzled = sw(sw.atom(row % rows, col % width))
+    assert sw.on_tile(row, col) == (row, corner + swizzled % width)
+    assert swizzled // width == row % rows  # the swizzle stays in the element's atom row
+
+
+@given(row_swizzles(), st.integers(0, 200), st.integers(0, 300))
+def test_on_tile_of_exprs_evaluates_to_the_int_result(sw, row, col):
+    r, c = sw.on_tile(Sym("r"), Sym("c"))
+    env = {"r": row, "c": col}
+    assert (r.evaluate(env), c.evaluate(env)) == sw.on_tile(row, col)
+
+
+def test_on_tile_needs_the_source_bits_in_the_row():
+    assert Swizzle(3, 3, 3).atom == Layout((8, 64), (64, 1))
+    with pytest.raises(LayoutError, match="no row-major atom"):
+        Swizzle(2, 3, -2).on_tile(1, 1)

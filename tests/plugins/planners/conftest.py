@@ -29,6 +29,7 @@ def planner_ctx(argus_config) -> PlannerCtx:
         stages = Stages.from_config(cfg, Registry(default_plugin_manager()))
         return {
             "family": stages.family,
+            "dsl": stages.dsl,
             "backend": stages.backend,
             "kernel_cfg": cfg.kernel,
             "backend_cfg": stages.backend_cfg,

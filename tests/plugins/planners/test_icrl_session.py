@@ -9,9 +9,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from argus_core.errors import ConfigError
+from argus_core.planning.actions import NEIGHBOUR
 from argus_core.types import Candidate, CandidateResult, Policy, TimingReport
 from argus_plugins.planners.icrl import IcrlPlanner, bandit_reward
-from argus_plugins.planners.icrl.actions import NEIGHBOUR
 
 # a synthetic target: how each technique changes the time of the policy it modifies
 GAIN = {"pipeline_depth": 0.8, "mfma_instr_nonkdim": None}  # None: fails verification

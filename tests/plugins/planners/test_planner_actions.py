@@ -7,8 +7,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from argus_core.errors import ArgusError, ConfigError
+from argus_core.planning.actions import NEIGHBOUR, ActionSpace
 from argus_core.types import Policy
-from argus_plugins.planners.icrl.actions import NEIGHBOUR, ActionSpace
 from argus_plugins.planners.search import SearchPlanner
 
 SKINNY = "kernel.shape={M: 64, N: 4096, K: 4096}"
@@ -47,7 +47,7 @@ def test_search_proposes_the_start_then_valid_distinct_policies(planner_ctx, bac
     cands = session.propose(1000)
     assert cands[0].techniques == [] and cands[0].policy == Policy(
         {"BM": 64, "BN": 64, "BK": 32, "GROUP": 8},
-        {k: v[0] for k, v in dict(ctx["backend_cfg"].policy_grid).items()},
+        {k: v[0] for k, v in dict(ctx["backend_cfg"]["policy_grid"]).items()},
     )
     assert len({c.policy.key() for c in cands}) == len(cands) > 10
     for c in cands[1:]:

@@ -1,5 +1,5 @@
 """An example Argus plugin: the `row_softmax` kernel family, the `mi300x_lowocc` backend,
-their config options and a knowledge-base entry.
+their config options, a knowledge-base entry and the KB target of the backend.
 
 Argus imports this module through the entry point `rowsoftmax = "argus_rowsoftmax"` of
 the group `argus` and registers the hook implementations below with its plugin manager.
@@ -24,6 +24,12 @@ def argus_register_kernels() -> list[Any]:
 @hookimpl
 def argus_register_backends() -> list[Any]:
     return [Mi300xLowOccBackend()]
+
+
+@hookimpl
+def argus_kb_targets() -> dict[str, str | None]:
+    # the knowledge base's mi300x techniques apply to the low-occupancy MI300X backend too
+    return {"mi300x_lowocc": "mi300x"}
 
 
 @hookimpl

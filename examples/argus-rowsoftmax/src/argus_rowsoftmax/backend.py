@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from argus_core.lowering.triton_compile import check_compiler_options
 from argus_core.types import Policy
-from argus_plugins.backends._triton_build import check_compiler_options
 from argus_plugins.backends.mi300x import Mi300xBackend
 
 # the options a row-wise kernel uses: no MFMA (no dot), no software pipelining (no K loop)
@@ -25,7 +25,6 @@ POLICY_SPACE: dict[str, list[Any]] = {
 
 class Mi300xLowOccBackend(Mi300xBackend):
     name = "mi300x_lowocc"
-    kb_target = "mi300x"  # the knowledge base's mi300x techniques apply here too
 
     def policy_space(self) -> dict[str, list[Any]]:
         return {k: list(v) for k, v in POLICY_SPACE.items()}

@@ -1,5 +1,9 @@
 """The `row_softmax` kernel family's reference side: inputs, PyTorch reference, FLOPs,
-bytes, tolerance, baseline. The DSL kernel is `kernel.py` beside this file."""
+bytes, tolerance, baseline. The DSL kernel is `kernel.py` beside this file.
+
+`DSLKernelFamily` (argus_core.family) reads that file and gives every optional member of
+`protocols.KernelFamily` its default (one kernel, the run's dtype, DSL candidates checked
+by the generic worker); this family overrides `baselines` only."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Any
 
 from argus_core.errors import ConfigError, choices_error
 from argus_core.evaluate.dtypes import element_bytes, torch_dtype
-from argus_core.kernels.base import DSLKernelFamily
+from argus_core.family import DSLKernelFamily
 
 # (atol, rtol) per output dtype. Outputs lie in [0, 1]; a correct kernel differs from the
 # fp32 reference by the final rounding (2^-8 relative for bf16, 2^-11 for fp16) and by

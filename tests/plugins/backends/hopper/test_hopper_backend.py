@@ -2,24 +2,39 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from argus_core.errors import PolicyError
-from argus_core.target import H200
+from argus_core.plugin_manager import Registry, make_plugin_manager
+from argus_core.protocols import Backend
 from argus_core.types import Policy
 from argus_plugins.backends.hopper.backend import HopperBackend
-from argus_plugins.dsl.tile.frontend import TileFrontend
-
-GEMM = Path(__file__).parents[4] / "argus_core" / "kernels" / "gemm" / "kernel.py"
+from argus_plugins.backends.hopper.spec import H100, H200
 
 
 @pytest.fixture(scope="module")
 def gemm_lowered():
-    ir = TileFrontend().parse(GEMM.read_text(), "gemm", str(GEMM))
+    registry = Registry(make_plugin_manager(autoload=False))
+    gemm = registry.get("kernel", "gemm")
+    ir = registry.get("dsl", "tile").parse(gemm.source(), "gemm", str(gemm.source_path))
     policy = Policy({"BM": 128, "BN": 128, "BK": 64, "GROUP": 8}, {"num_warps": 8, "num_stages": 3})
-    return TileFrontend().lower(ir, policy, "triton", {}), policy
+    return HopperBackend("h200", H200).lower(ir, policy, {"dtype": "bf16"}), policy
+
+
+def test_registered_with_their_sm90_specs():
+    registry = Registry(make_plugin_manager(autoload=False))
+    for name, spec in (("h100", H100), ("h200", H200)):
+        b = registry.get("backend", name)
+        assert isinstance(b, Backend) and b.spec == spec and b.lowering.rules.name == "hopper"
+        assert b.resolve(registry, {"name": name}) == (b, {})
+    assert H200.wave_size == H100.wave_size == 32 and H200.cus == 132
+    assert H200.hbm_tbps > H100.hbm_tbps and H200.lds_bytes_per_cu == 227 * 1024
+    assert any(i.startswith("wgmma") for i in H200.matrix_instructions)
+
+
+def test_the_lowering_options_never_reach_the_compiler():
+    policy = Policy({}, {"num_warps": 4, "tma": 1, "warp_specialize": 1, "persistent": 2})
+    assert HopperBackend("h200", H200).compiler_options(policy) == {"num_warps": 4}
 
 
 def test_gemm_compiles_for_sm90_with_warpgroup_mma(gemm_lowered):

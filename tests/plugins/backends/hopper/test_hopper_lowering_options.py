@@ -12,19 +12,19 @@ import pytest
 from argus_core.errors import PolicyError
 from argus_core.pipeline import Stages
 from argus_core.plugin_manager import Registry, default_plugin_manager
-from argus_core.target import H200
 from argus_core.types import Candidate, Policy
 from argus_plugins.backends.hopper.backend import HopperBackend
-from argus_plugins.dsl.tile.frontend import TileFrontend
+from argus_plugins.backends.hopper.spec import H200
 
 TILES = {"BM": 64, "BN": 64, "BK": 32, "GROUP": 8}
 
 
 def _lower(family_name: str, entry: str, tiles, options):
-    stages = _stages(family_name)
-    fam = stages.family
-    ir = TileFrontend().parse(fam.source(), entry, str(fam.source_path))
-    return TileFrontend().lower(ir, Policy(tiles, {}), "triton", options)
+    """`entry` of the family lowered by the h200 backend with these lowering options."""
+    registry = Registry(default_plugin_manager())
+    fam = registry.get("kernel", family_name)
+    ir = registry.get("dsl", "tile").parse(fam.source(), entry, str(fam.source_path))
+    return registry.get("backend", "h200").lower(ir, Policy(tiles, options), {"dtype": "bf16"})
 
 
 def _stages(kernel: str, *overrides: str) -> Stages:
@@ -43,6 +43,26 @@ def test_tma_lowers_plain_tiles_to_descriptors_with_a_pointer_fallback():
     assert "USE_TMA" in [p.name for p in low.params] and low.constexprs["USE_TMA"] == 1
     plain = _lower("gemm", "gemm", TILES, {})
     assert "USE_TMA" not in plain.source and not plain.tma_tensors
+
+
+def test_use_tma_is_chosen_at_launch_from_the_tensors():
+    """USE_TMA is bound to the descriptors' tensors: 1 when they meet the descriptor
+    contract (aligned pitches), 0 for ragged ones (bf16 K=83: a 166-byte row pitch)."""
+    import torch
+
+    from argus_core.evaluate.launch import launch_args
+
+    low = _lower("gemm", "gemm", TILES, {"tma": 1})
+    assert low.params[-1].binding == ("descriptors", "a", "b", "c")
+
+    def use_tma(m: int, n: int, k: int) -> int:
+        def t(*shape: int):
+            return torch.empty(*shape, dtype=torch.bfloat16)
+
+        args, _ = launch_args(low, {"a": t(m, k), "b": t(k, n), "c": t(m, n)}, TILES)
+        return args[[p.name for p in low.params].index("USE_TMA")]
+
+    assert use_tma(64, 64, 64) == 1 and use_tma(67, 45, 83) == 0
 
 
 def test_tma_boxes_permuted_views_and_keeps_pointers_for_gathers():
@@ -117,7 +137,7 @@ def test_planners_offer_the_hopper_options_through_the_kb():
     """tma_loads, warp_specialization and persistent_grid are ready policy techniques for
     the Hopper backends (and only there): the icrl/search action space applies them."""
     from argus_core import kb
-    from argus_plugins.planners.icrl.actions import applicable_techniques
+    from argus_core.planning.actions import applicable_techniques
 
     shape = {"M": 4096, "N": 4096, "K": 4096}
     hopper = {t.id for t in applicable_techniques(kb.load(), "gemm", "h200", shape)}

@@ -6,11 +6,11 @@ import pytest
 
 from argus_core.errors import PolicyError
 from argus_core.evaluate.reference_kernels import gemm_lowered
-from argus_core.kernels.gemm import GemmFamily
 from argus_core.plugin_manager import Registry, make_plugin_manager
 from argus_core.protocols import Backend
 from argus_core.types import Policy
 from argus_plugins.backends.mi300x import Mi300xBackend
+from argus_plugins.kernels.gemm import GemmFamily
 
 GOOD = Policy(
     tiles={"BM": 128, "BN": 128, "BK": 32, "GROUP": 8}, compiler={"num_warps": 4, "num_stages": 2}
@@ -33,7 +33,26 @@ def good_report(backend):
 def test_registered_and_follows_the_protocol():
     b = Registry(make_plugin_manager(autoload=False)).get("backend", "mi300x")
     assert isinstance(b, Backend)
-    assert (b.name, b.lowering, b.lowering_options) == ("mi300x", "triton", {})
+    # the generic Triton rules, every policy option a compiler option
+    assert (b.name, b.lowering.rules.name) == ("mi300x", "triton")
+    assert b.compiler_options(GOOD) == GOOD.compiler
+    assert b.resolve(None, {"name": "mi300x", "policy_grid": {"num_warps": [4]}}) == (
+        b,
+        {"num_warps": [4]},
+    )
+
+
+def test_declares_the_gfx942_target():
+    spec = Registry(make_plugin_manager(autoload=False)).get("backend", "mi300x").spec
+    assert (spec.name, spec.wave_size, spec.cus, spec.lds_bytes_per_cu) == (
+        "mi300x",
+        64,
+        304,
+        65536,
+    )
+    assert spec.regs_per_lane == 512
+    assert any("16x16" in i for i in spec.matrix_instructions)
+    assert any("32x32" in i for i in spec.matrix_instructions)
 
 
 def test_gemm_cross_compiles_to_mfma(good_report):

@@ -12,7 +12,7 @@ from argus_core.errors import DSLError
 from argus_core.ir import Dot, Let, Load, Loop, Store, Zeros
 from argus_plugins.dsl.tile.frontend import TileFrontend
 
-GEMM = Path(__file__).parents[4] / "argus_core" / "kernels" / "gemm" / "kernel.py"
+GEMM = Path(__file__).parents[4] / "plugins" / "kernels" / "gemm" / "kernel.py"
 
 
 def parse(src: str, entry: str = "k", filename: str = "/virtual/k.py"):

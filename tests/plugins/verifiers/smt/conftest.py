@@ -1,21 +1,43 @@
-"""Helpers: parse a DSL file, verify it, and replay a counterexample concretely."""
+"""Helpers: parse a DSL file, verify it for a target, and replay a counterexample
+concretely.
+
+Targets are the backends' declared specs, from the registry (`target_spec("h200")`); the
+helpers verify for `mi300x` (64-lane wavefronts) unless told otherwise.
+"""
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import re
 
 import pytest
 
 from argus_core.ir import KernelIR, Let
+from argus_core.plugin_manager import Registry, default_plugin_manager
+from argus_core.target import TargetSpec
 from argus_core.types import Policy, VerifyReport
 from argus_plugins.dsl.tile.frontend import TileFrontend
 from argus_plugins.verifiers.smt import SmtVerifier
 
 HERE = pathlib.Path(__file__).parent
-GEMM = HERE.parents[3] / "argus_core" / "kernels" / "gemm" / "kernel.py"
+KERNELS = HERE.parents[3] / "plugins" / "kernels"  # the built-in families' DSL kernels
+GEMM = KERNELS / "gemm" / "kernel.py"
 TILES = {"BM": 64, "BN": 32, "BK": 32, "GROUP": 4, "SPLIT": 4}
 EXPECT = re.compile(r"# <- violated: (\w+)")
+TARGET = "mi300x"  # the backend whose spec the helpers verify for
+
+
+@functools.cache
+def target_spec(backend: str = TARGET) -> TargetSpec:
+    """The target spec backend `backend` declares (through the plugin registry)."""
+    return Registry(default_plugin_manager()).get("backend", backend).spec
+
+
+@functools.cache
+def lowering_backend(name: str = TARGET):
+    """A backend from the registry, to lower with (`backend.lower(ir, policy, options)`)."""
+    return Registry(default_plugin_manager()).get("backend", name)
 
 
 def parse(path: pathlib.Path, entry: str = "gemm") -> KernelIR:
@@ -28,11 +50,11 @@ def policy_for(ir: KernelIR, **tiles: int) -> Policy:
 
 
 def verify(
-    path: pathlib.Path, options: dict | None = None, **tiles: int
+    path: pathlib.Path, options: dict | None = None, target: str = TARGET, **tiles: int
 ) -> tuple[KernelIR, Policy, VerifyReport]:
     ir = parse(path)
     pol = policy_for(ir, **tiles)
-    return ir, pol, SmtVerifier().verify(ir, pol, options or {})
+    return ir, pol, SmtVerifier().verify(ir, pol, options or {}, target_spec(target))
 
 
 def expected(path: pathlib.Path) -> tuple[str, int]:
@@ -70,3 +92,9 @@ def program_env(ir: KernelIR, pol: Policy, cex: dict) -> dict[str, int]:
 @pytest.fixture(scope="session")
 def gemm_path() -> pathlib.Path:
     return GEMM
+
+
+@pytest.fixture(scope="session")
+def target() -> TargetSpec:
+    """The spec the verifier tests verify for by default (mi300x's)."""
+    return target_spec(TARGET)

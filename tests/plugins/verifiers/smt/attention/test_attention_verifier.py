@@ -15,10 +15,16 @@ from argus_core.types import Policy
 from argus_plugins.dsl.tile.frontend import TileFrontend
 from argus_plugins.verifiers.smt import SmtVerifier, analyse
 from tests.plugins.verifiers.smt.attention.softmax_replay import softmax_error
-from tests.plugins.verifiers.smt.conftest import expected, program_env
+from tests.plugins.verifiers.smt.conftest import (
+    KERNELS,
+    expected,
+    lowering_backend,
+    program_env,
+    target_spec,
+)
 
 HERE = pathlib.Path(__file__).parent
-KERNEL = HERE.parents[4] / "argus_core" / "kernels" / "attention" / "kernel.py"
+KERNEL = KERNELS / "attention" / "kernel.py"
 PLANTED = sorted((HERE / "planted").glob("*.py"))
 TILES = {"BM": 64, "BN": 32, "HEAD_D": 128}
 GHOST = {"tag", "assert_tag", "assert_tag_eq", "assert_contraction", "requires"}
@@ -31,7 +37,7 @@ def parse(path: pathlib.Path, source: str | None = None):
 def verify(path: pathlib.Path, warps: int = 4, **tiles: int):
     ir = parse(path)
     pol = Policy({**TILES, **tiles}, {"num_warps": warps})
-    return ir, pol, SmtVerifier().verify(ir, pol, {})
+    return ir, pol, SmtVerifier().verify(ir, pol, {}, target_spec())
 
 
 @pytest.mark.parametrize(
@@ -47,7 +53,7 @@ def test_attention_verifies(bm, bn, d, warps):
 
 def test_attention_proves_the_named_invariants():
     ir = parse(KERNEL)
-    findings, ctx = analyse(ir, Policy(TILES, {"num_warps": 4}), {})
+    findings, ctx = analyse(ir, Policy(TILES, {"num_warps": 4}), {}, target_spec())
     proved = {(f.assertion, f.status) for f in findings}
     for name in (
         "dot_contract",  # Q·Kᵀ pairs head-dim indices, P·V pairs key indices
@@ -89,13 +95,14 @@ def test_tags_vanish_from_lowered_attention():
     src = KERNEL.read_text()
     plain = _blank_ghost(src)
     assert plain != src and "al.assert_contraction" not in plain
-    fe = TileFrontend()
+    backend = lowering_backend()
     tagged, bare = parse(KERNEL, src), parse(KERNEL, plain)
     assert sum(getattr(op, "erased", False) for op in tagged.walk()) >= 8
     assert not any(getattr(op, "erased", False) for op in bare.walk())
     for tiles in (TILES, {"BM": 128, "BN": 64, "HEAD_D": 64}):
         pol = Policy(tiles)
-        assert fe.lower(tagged, pol).source == fe.lower(bare, pol).source
+        run = {"dtype": "bf16"}
+        assert backend.lower(tagged, pol, run).source == backend.lower(bare, pol, run).source
 
 
 def test_corpus_size():

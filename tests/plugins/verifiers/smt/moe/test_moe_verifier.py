@@ -14,10 +14,10 @@ import pytest
 from argus_core.types import Policy
 from argus_plugins.dsl.tile.frontend import TileFrontend
 from argus_plugins.verifiers.smt import SmtVerifier, analyse
-from tests.plugins.verifiers.smt.conftest import expected
+from tests.plugins.verifiers.smt.conftest import KERNELS, expected, lowering_backend, target_spec
 
 HERE = pathlib.Path(__file__).parent
-KERNEL = HERE.parents[4] / "argus_core" / "kernels" / "moe" / "kernel.py"
+KERNEL = KERNELS / "moe" / "kernel.py"
 PLANTED = sorted((HERE / "planted").glob("*.py"))
 CORRECT = sorted((HERE / "correct").glob("*.py"))
 ENTRIES = ("moe_route", "moe_align", "moe_up", "moe_down", "moe_combine")
@@ -36,7 +36,7 @@ def verify(path: pathlib.Path, entry: str, source: str | None = None, **tiles: i
     ir = TileFrontend().parse(source or path.read_text(), entry, str(path))
     t = {**TILES, **tiles}
     pol = Policy({c.name: t[c.name] for c in ir.constexprs}, {"num_warps": 4})
-    return ir, pol, SmtVerifier().verify(ir, pol, {})
+    return ir, pol, SmtVerifier().verify(ir, pol, {}, target_spec())
 
 
 def entry_of(path: pathlib.Path) -> str:
@@ -62,7 +62,7 @@ def test_alignment_verifies_with_coverage(bm, bs):
     ir, pol, report = verify(KERNEL, "moe_align", BM=bm, BS=bs)
     assert report.status == "verified", report.summary
     assert report.seconds < 3.0
-    findings, _ctx = analyse(ir, pol, {})
+    findings, _ctx = analyse(ir, pol, {}, target_spec())
     assert all(f.status == "proved" for f in findings)
     proved = [f.assertion for f in findings if f.status == "proved"]
     assert proved.count("store_disjoint") == 4  # padding/tail vs scatter, tail vs padding, -1 fill
@@ -128,13 +128,13 @@ def test_ghost_code_vanishes_from_the_lowering():
     src = KERNEL.read_text()
     bare = _strip_ghost(src)
     assert "al.expect" not in bare and "al.summand" not in bare and bare != src
-    fe = TileFrontend()
+    fe, backend = TileFrontend(), lowering_backend()
     for entry in ENTRIES:
         lowered = []
         for text in (src, bare):
             ir = fe.parse(text, entry, str(KERNEL))
             pol = Policy({c.name: TILES[c.name] for c in ir.constexprs}, {"num_warps": 4})
-            lowered.append(fe.lower(ir, pol, "triton", {}).source)
+            lowered.append(backend.lower(ir, pol, {"dtype": "bf16"}).source)
         assert lowered[0] == lowered[1], entry
 
 

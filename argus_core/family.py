@@ -1,0 +1,161 @@
+"""The defaults of every optional kernel-family capability, in one base class.
+
+`protocols.KernelFamily` declares every member the pipeline, the evaluator, the cost model,
+the planners and the knowledge base call on a family. A family states its reference side
+(name, entry, outputs, source, inputs, reference, FLOPs, bytes, tolerance); `FamilyBase`
+gives every other member its plain meaning (one kernel, the run's dtype everywhere, no
+library baseline, DSL candidates checked by the generic correctness worker), so a family
+overrides only what it does differently and nobody probes for a member with `hasattr`.
+
+`DSLKernelFamily` adds the common case: the DSL kernel is the file `kernel.py` beside the
+family's module, replaceable per run with `kernel.source=PATH`.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from argus_core.errors import ConfigError
+from argus_core.evaluate.check import CandidateKind, CheckRun
+from argus_core.evaluate.correctness import check_correctness
+
+if TYPE_CHECKING:
+    from argus_core.protocols import DSLFrontend
+    from argus_core.target import TargetSpec
+    from argus_core.types import (
+        Candidate,
+        CorrectnessReport,
+        LoweredKernel,
+        Policy,
+        TimingReport,
+    )
+
+
+class FamilyBase:
+    """Every optional member of `protocols.KernelFamily`, with its default meaning.
+
+    Subclasses set `name`, `entry`, `outputs` and implement `source`, `make_inputs`,
+    `reference`, `flops`, `bytes` and `tolerance`; they override the rest where they differ.
+    """
+
+    name: str = "family"
+    entry: str = ""
+    outputs: tuple[str, ...] = ()
+    # the file `source()` reads, named in parse errors; None for a source made in memory
+    source_path: Path | None = None
+
+    # ------------------------------------------------------------------ its kernels
+    @property
+    def entries(self) -> tuple[str, ...]:
+        """Every @kernel the family's program is made of (an LLM writes them all): `entry`."""
+        return (self.entry,)
+
+    def entries_for(self, tiles: dict[str, int]) -> tuple[str, ...]:
+        """The kernels a policy with these tile constants runs, in launch order: `entries`.
+        A family whose policy picks its program (GEMM's split-K) says so here."""
+        return tuple(self.entries)
+
+    def tensor_dtypes(self, dtype: str) -> dict[str, str]:
+        """Element dtypes of kernel tensors that do not follow the run's dtype: none."""
+        return {}
+
+    def program(
+        self,
+        launch: Callable[[str, dict[str, Any]], None],
+        inputs: dict[str, Any],
+        tiles: dict[str, int],
+    ) -> None:
+        """Run the program on `inputs`: each kernel of `entries_for(tiles)` in order, on the
+        inputs by name. A family whose kernels need intermediates allocates them here."""
+        for name in self.entries_for(tiles):
+            launch(name, inputs)
+
+    def baselines(self, inputs: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+        """The libraries to beat, as callables over `inputs`, timed beside the kernel: none."""
+        return {}
+
+    # ------------------------------------------------------------------ cost model
+    def gemm_problems(self, shape: dict[str, int], tiles: dict[str, int]) -> list[dict[str, int]]:
+        """The GEMM-shaped problems (M, N, K, optional SPLIT) the cost model times one by one
+        for `shape` under these tiles: none, so the shape itself is timed (tiled when it has
+        M, N, K, else at the roofline)."""
+        return []
+
+    def baseline_estimate(self, timing: TimingReport, spec: TargetSpec) -> TimingReport:
+        """An estimated `timing` with the baseline's estimate on `spec` added: unchanged."""
+        return timing
+
+    # ------------------------------------------------------------------ one run
+    def bind(self, kernel_cfg: Any, dsl: DSLFrontend) -> FamilyBase:
+        """The family as this run's `kernel` config uses it (`dsl` parses any DSL text the
+        binding needs). ConfigError for a `kernel.source`, which this family does not read."""
+        if kernel_cfg.get("source"):
+            raise ConfigError(f"kernel family {self.name!r} does not take kernel.source")
+        return self
+
+    def candidate_kind(self, cand: Candidate) -> CandidateKind:
+        """Whether `cand` is DSL (the pipeline's stages) or a program this family checks
+        itself (`check_program`): DSL."""
+        return "dsl"
+
+    def check(
+        self, lowered: list[LoweredKernel], policy: Policy, run: CheckRun
+    ) -> CorrectnessReport:
+        """The lowered kernels of a DSL candidate checked against `reference` on fresh inputs
+        (and timed with `baselines` on a GPU runner), in a child process. Never raises for
+        the candidate's failure: the report says ok=False and why."""
+        return check_correctness(
+            lowered if len(lowered) > 1 else lowered[0],
+            self.name,
+            [dict(s) for s in run.shapes],
+            run.dtype,
+            trials=run.trials,
+            seed=run.seed,
+            runner=run.runner,
+            timeout_s=run.timeout_s,
+            constexprs=dict(policy.tiles),
+            compiler=dict(policy.compiler),
+            timing={"shape": dict(run.timed_shape)} if run.timed_shape is not None else None,
+        )
+
+    def check_program(self, cand: Candidate, run: CheckRun) -> CorrectnessReport:
+        """A "program" candidate checked (and timed on a GPU runner) by the family. Only a
+        family whose `candidate_kind` returns "program" has such candidates."""
+        raise ConfigError(
+            f"kernel family {self.name!r} checks DSL candidates only; candidate {cand.id} "
+            f"is not one"
+        )
+
+
+class DSLKernelFamily(FamilyBase):
+    """A family whose kernel is the DSL module `kernel.py` next to the family's own module,
+    or the file given as `source_path` (`kernel.source=PATH` in a run)."""
+
+    def __init__(self, source_path: str | Path | None = None):
+        here = Path(inspect.getfile(type(self)))
+        self.source_path = Path(source_path) if source_path else here.with_name("kernel.py")
+
+    def source(self) -> str:
+        """The DSL text of the kernel module."""
+        if self.source_path is None or not self.source_path.is_file():
+            raise FileNotFoundError(f"{self.name} DSL source not found at {self.source_path}")
+        return self.source_path.read_text()
+
+    def bind(self, kernel_cfg: Any, dsl: DSLFrontend) -> DSLKernelFamily:
+        """The family reading its DSL kernel from `kernel.source` when the run gives one:
+        users bring their own version of a family's kernel and keep its reference.
+        ConfigError when that file does not exist."""
+        source = kernel_cfg.get("source")
+        if not source:
+            return self
+        path = Path(os.path.abspath(source))
+        if not path.is_file():
+            raise ConfigError(f"kernel.source={source!r}: no such file")
+        bound = copy.copy(self)
+        bound.source_path = path
+        return bound

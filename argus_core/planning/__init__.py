@@ -1,0 +1,4 @@
+"""What planners share: the action space over policies and KB techniques (`actions`).
+
+Planner plugins import it from here, never from each other (`argus_plugins.planners.icrl`
+and `argus_plugins.planners.search` propose from the same space)."""

@@ -1,0 +1,251 @@
+"""`kernel=kernelbench`: a KernelBench-format task as a kernel family.
+
+Unbound (as registered) the family only knows its name; `bind(kernel_cfg, dsl)` binds it to
+the task `kernel.task` under `kernel.path` and to its candidate: `kernel.source=FILE` (a DSL
+module, or a KernelBench-style ModelNew file, told apart by a `class ModelNew`), else the
+DSL kernel a template emits for the task's graph (`match.py`). Binding also fills the run's
+`kernel.tiles`, `kernel.shape` and `kernel.check_shapes` from the task, so the planners
+search the template's tile sizes.
+
+An ordinary family otherwise (`argus_core.family.FamilyBase`), overriding three members:
+`candidate_kind` (a ModelNew is a "program" candidate, checked by `check_program` rather
+than parsed as DSL), `check` (a DSL candidate's correctness against the task's Model, as
+KernelBench checks it) and `baseline_estimate` (the eager Model's estimated time and the
+speedup over it). The pipeline decides where candidates run and passes it in (`CheckRun`).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from argus_core.errors import ConfigError
+from argus_core.evaluate.check import CandidateKind, CheckRun
+from argus_core.family import FamilyBase
+from argus_core.types import Candidate, CorrectnessReport, LoweredKernel, Policy, TimingReport
+from argus_plugins.kernels.kernelbench import costs, evaluate, match, reference, tasks
+
+if TYPE_CHECKING:
+    from argus_core.protocols import DSLFrontend
+    from argus_core.target import TargetSpec
+
+DEFAULT_TRIALS = 5  # KernelBench's num_correct_trials
+DEFAULT_INIT_SEED = 42  # the seed Model and ModelNew are both built under
+
+
+def is_modelnew(source: str) -> bool:
+    """True when `source` defines a top-level `class ModelNew` (a KernelBench candidate)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return any(isinstance(s, ast.ClassDef) and s.name == "ModelNew" for s in tree.body)
+
+
+class KernelBenchFamily(FamilyBase):
+    """A KernelBench task: its Model is the reference; candidates are DSL or ModelNew."""
+
+    name = "kernelbench"
+    entry = match.ENTRY
+    outputs: tuple[str, ...] = ("out",)
+
+    def __init__(self) -> None:
+        self.source_path: Path | None = None
+        self.task: tasks.TaskRef | None = None
+        self.kind = "dsl"  # or "modelnew"
+        self.emission: match.Emission | None = None
+        self.binding: dict[str, dict[str, Any]] = {}
+        self.dtype = "fp32"
+        self.trials = DEFAULT_TRIALS
+        self.init_seed = DEFAULT_INIT_SEED
+        self._text = ""
+        self._gm: Any = None
+
+    # ------------------------------------------------------------------ binding a task
+    def bind(self, kernel_cfg: Any, dsl: DSLFrontend) -> KernelBenchFamily:
+        """A copy bound to the task and candidate `kernel_cfg` names; fills the config's
+        tiles, shape and check_shapes. `dsl` parses a DSL `kernel.source` to bind its
+        tensors by name. Raises ConfigError (TaskError, NoTemplate) naming the bad path,
+        task or source and the valid choices."""
+        from omegaconf import read_write
+
+        bound = copy.copy(self)
+        bound.task = tasks.resolve(kernel_cfg.get("path"), kernel_cfg.get("task"))
+        options = dict(kernel_cfg.get("options") or {})
+        bound.dtype = str(kernel_cfg.get("dtype") or "fp32")
+        reference.tolerance(bound.dtype)  # a dtype KernelBench has no tolerance for fails now
+        bound.trials = int(options.get("trials", DEFAULT_TRIALS))
+        bound.init_seed = int(options.get("init_seed", DEFAULT_INIT_SEED))
+        module = tasks.load_module(bound.task.path)
+        model = reference.build_model(module, bound.init_seed, "fp32", "cpu")
+        inputs = reference.make_inputs(module, 0, "fp32", "cpu")
+        try:
+            bound._gm = match.trace(model, inputs)
+        except Exception as exc:  # fx cannot trace data-dependent control flow
+            bound._gm = None
+            trace_error = f"{type(exc).__name__}: {exc}"
+        else:
+            trace_error = ""
+        source = kernel_cfg.get("source")
+        shape: dict[str, int] = {}
+        tiles: dict[str, list[int]] = {}
+        if source:
+            path = Path(source)
+            if not path.is_file():
+                raise ConfigError(f"kernel.source={source!r}: no such file")
+            bound._text = path.read_text()
+            bound.source_path = path.resolve()
+            bound.kind = "modelnew" if is_modelnew(bound._text) else "dsl"
+            if bound.kind == "dsl":
+                bound.binding = _binding_by_name(dsl, bound._text, module, model)
+                # the template's tile grid and dims, where one matches, suit the user's kernel
+                # too; otherwise kernel.tiles must name its constants
+                try:
+                    em = match.match(bound._gm, bound.task.key) if bound._gm is not None else None
+                except match.NoTemplate:
+                    em = None
+                if em is not None:
+                    shape, tiles = dict(em.shape), dict(em.tiles)
+        else:
+            if bound._gm is None:
+                raise match.NoTemplate(
+                    f"no template matches task {bound.task.key} (torch.fx cannot trace it: "
+                    f"{trace_error}); give kernel.source=FILE or use an LLM (planner.options.llm=true)"
+                )
+            bound.emission = match.match(bound._gm, bound.task.key)
+            bound._text = bound.emission.source
+            bound.binding = bound.emission.binding
+            shape, tiles = dict(bound.emission.shape), dict(bound.emission.tiles)
+        with read_write(kernel_cfg):
+            if not kernel_cfg.get("tiles"):
+                kernel_cfg.tiles = tiles
+            if not kernel_cfg.get("shape"):
+                kernel_cfg.shape = shape
+            kernel_cfg.check_shapes = [dict(kernel_cfg.shape)]
+        return bound
+
+    def _need_task(self) -> tasks.TaskRef:
+        if self.task is None:
+            raise ConfigError(
+                "kernel=kernelbench needs a task: kernel.path=DIR kernel.task=<level>/<id>"
+            )
+        return self.task
+
+    # ------------------------------------------------------------------ the family protocol
+    def source(self) -> str:
+        """The candidate's text: the template's DSL kernel, or the kernel.source file."""
+        self._need_task()
+        return self._text
+
+    def make_inputs(
+        self, shape: dict[str, int], dtype: str, seed: int, device: str
+    ) -> dict[str, Any]:
+        """The task's `get_inputs()` under `seed`, by position ('in0', 'in1', ...)."""
+        module = tasks.load_module(self._need_task().path)
+        return {
+            f"in{i}": x for i, x in enumerate(reference.make_inputs(module, seed, dtype, device))
+        }
+
+    def reference(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """The task Model's forward (built under the family's init seed) on those inputs."""
+        module = tasks.load_module(self._need_task().path)
+        args = [inputs[f"in{i}"] for i in range(len(inputs))]
+        model = reference.build_model(module, self.init_seed, self.dtype, "cpu")
+        return {"out": reference.run_model(model, args)}
+
+    def flops(self, shape: dict[str, int]) -> float:
+        """The task graph's FLOPs (its one shape; `shape` names the kernel's dims only)."""
+        return sum(f for _, f, _ in costs.op_counts(self._gm, self.dtype)) if self._gm else 0.0
+
+    def bytes(self, shape: dict[str, int], dtype: str) -> float:
+        """Inputs, parameters and output moved once: what a fused kernel must move."""
+        return costs.fused_bytes(self._gm, dtype) if self._gm is not None else 0.0
+
+    def tolerance(self, dtype: str) -> tuple[float, float]:
+        return reference.tolerance(dtype)
+
+    # ------------------------------------------------------------------ checks
+    def candidate_kind(self, cand: Candidate) -> CandidateKind:
+        """A ModelNew program is checked whole by `check_program`; anything else is DSL."""
+        return "program" if is_modelnew(cand.source) else "dsl"
+
+    def check(
+        self, lowered: list[LoweredKernel], policy: Policy, run: CheckRun
+    ) -> CorrectnessReport:
+        """A DSL candidate's lowered kernel checked against the task's Model."""
+        if len(lowered) != 1:
+            raise ConfigError(f"a kernelbench DSL candidate is one kernel, got {len(lowered)}")
+        candidate = {
+            "kind": "dsl",
+            "kernels": [lowered[0].to_dict()],
+            "binding": self.binding,
+            "constexprs": dict(policy.tiles),
+            "compiler": dict(policy.compiler),
+        }
+        return self._check(candidate, run)
+
+    def check_program(self, cand: Candidate, run: CheckRun) -> CorrectnessReport:
+        """A ModelNew candidate: rejected statically ("static: ..."), or by the guard while
+        it runs ("guard: ..."), or checked against the task's Model (and timed beside the
+        eager Model on a GPU runner)."""
+        name = str(self.source_path or f"<{cand.id}>")
+        return self._check({"kind": "modelnew", "source": cand.source, "filename": name}, run)
+
+    def _check(self, candidate: dict[str, Any], run: CheckRun) -> CorrectnessReport:
+        # KernelBench's own trial count and dtype (the task's), the run's runner and seed
+        timing = None
+        if run.runner != "interpret":
+            timing = {"flops": self.flops({}), "bytes": self.bytes({}, self.dtype)}
+        return evaluate.check_candidate(
+            str(self._need_task().path),
+            candidate,
+            dtype=self.dtype,
+            trials=self.trials,
+            seed=run.seed,
+            init_seed=self.init_seed,
+            runner=run.runner,
+            timeout_s=run.timeout_s,
+            timing=timing,
+        )
+
+    def baseline_estimate(self, timing: TimingReport, spec: TargetSpec) -> TimingReport:
+        """`timing` with the eager Model's estimated time on `spec` as its baseline and the
+        speedup over it (a measured report, or one with a baseline, is returned as is)."""
+        if not timing.estimated or self._gm is None or timing.baseline_ms is not None:
+            return timing
+        if self.kind == "modelnew":
+            timing.model += " (a ModelNew: assumed one fused kernel at the untiled roofline)"
+        timing.baseline_ms = costs.eager_estimate_ms(spec, self._gm, self.dtype)
+        timing.speedup = timing.baseline_ms / timing.ms if timing.ms else None
+        ops = len(costs.op_counts(self._gm, self.dtype))
+        timing.model += f"; baseline: eager Model.forward, {ops} ops estimated"
+        return timing
+
+
+def _binding_by_name(
+    dsl: DSLFrontend, source: str, module: Any, model: Any
+) -> dict[str, dict[str, Any]]:
+    """How a user's DSL kernel's tensors bind to the task (parsed by the run's `dsl`): a
+    tensor named like a forward argument is that input, one named like a Model parameter
+    with dots as underscores (`fc_weight`) is that parameter, `out` is the output."""
+    import inspect
+
+    ir = dsl.parse(source, match.ENTRY, "<kernel.source>")
+    args = list(inspect.signature(module.Model.forward).parameters)[1:]
+    params = {k.replace(".", "_"): k for k, _ in model.named_parameters()}
+    binding: dict[str, dict[str, Any]] = {}
+    for t in ir.tensors:
+        if t.name == "out":
+            binding[t.name] = {"from": "output"}
+        elif t.name in args:
+            binding[t.name] = {"from": "input", "index": args.index(t.name)}
+        elif t.name in params:
+            binding[t.name] = {"from": "param", "attr": params[t.name]}
+        else:
+            raise ConfigError(
+                f"kernel tensor {t.name!r} names nothing of the task; valid names: out, "
+                f"{', '.join(args + list(params))}"
+            )
+    return binding

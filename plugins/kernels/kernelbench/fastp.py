@@ -1,0 +1,130 @@
+"""fast_p over a directory of KernelBench tasks:
+
+    python -m argus_plugins.kernels.kernelbench.fastp --path DIR [--tasks level1/1,...]
+        [--p 1.0] [--backend interpret|auto|...] [--budget N] [--sources DIR]
+
+Each task runs the pipeline's stages (no tracking) on up to `budget` candidates of the
+baseline planner (the template's tile grid, or `--sources DIR/<level>/<id>_*.py` as
+kernel.source), and its best correct candidate counts. fast_p is the fraction of tasks
+whose best candidate is correct AND faster than the eager PyTorch Model by more than p.
+Without a GPU both times are cost-model ESTIMATES (labelled so); on a GPU, measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+
+from argus_core.errors import ConfigError
+from argus_plugins.kernels.kernelbench import tasks
+
+
+@dataclass
+class TaskOutcome:
+    task: str
+    correct: bool
+    ms: float | None = None
+    torch_ms: float | None = None
+    estimated: bool = True
+    note: str = ""
+
+    @property
+    def speedup(self) -> float | None:
+        return self.torch_ms / self.ms if self.ms and self.torch_ms else None
+
+
+def fast_p(outcomes: list[TaskOutcome], p: float) -> float:
+    """Fraction of `outcomes` that are correct with speedup > p (0 for no tasks)."""
+    if not outcomes:
+        return 0.0
+    return sum(1 for o in outcomes if o.correct and (o.speedup or 0.0) > p) / len(outcomes)
+
+
+def evaluate_task(
+    path: str, task: str, backend: str, budget: int, source: str | None
+) -> TaskOutcome:
+    """The best candidate of one task, through the pipeline's stages."""
+    from argus_core.config import compose
+    from argus_core.pipeline import Stages, _best
+    from argus_core.plugin_manager import Registry, default_plugin_manager
+
+    overrides = ["+kernel=kernelbench", f"kernel.path={path}", f"kernel.task={task}",
+                 f"backend={backend}", "tracking=none", "planner=baseline"]  # fmt: skip
+    if source:
+        overrides.append(f"kernel.source={source}")
+    try:
+        cfg = compose(overrides)
+        registry = Registry(default_plugin_manager())
+        stages = Stages.from_config(cfg, registry)
+    except ConfigError as exc:
+        return TaskOutcome(task, False, note=str(exc).split(";")[0])
+    session = registry.get("planner", "baseline").create(
+        cfg.planner,
+        {"family": stages.family, "dsl": stages.dsl, "backend": stages.backend,
+         "kernel_cfg": cfg.kernel, "backend_cfg": stages.backend_cfg, "seed": 0,
+         "budget": budget, "llm": None},
+    )  # fmt: skip
+    results = []
+    for i, cand in enumerate(session.propose(budget)):
+        res, _ = stages.evaluate(cand, i, None)
+        results.append(res)
+    best = _best(results)
+    if best is None or best.timing is None:
+        why = next((r.failure for r in results if r.failure), "no candidate")
+        return TaskOutcome(task, False, note=str(why)[:80])
+    t = best.timing
+    return TaskOutcome(task, True, t.ms, t.baseline_ms, t.estimated, best.candidate.policy.key())
+
+
+def render(outcomes: list[TaskOutcome], p: float) -> str:
+    """The table, then fast_0, fast_1 and fast_p."""
+    head = f"{'task':<12} {'correct':<8} {'ours ms':>10} {'torch ms':>10} {'speedup':>8}  {'timing':<9} note"
+    lines = [head, "-" * len(head)]
+    for o in outcomes:
+        num = lambda v, f: format(v, f) if v is not None else "-"  # noqa: E731
+        kind = "estimated" if o.estimated else "measured"
+        lines.append(
+            f"{o.task:<12} {'yes' if o.correct else 'no':<8} {num(o.ms, '10.5f'):>10} "
+            f"{num(o.torch_ms, '10.5f'):>10} {num(o.speedup, '8.2f'):>8}  {kind if o.ms else '-':<9} {o.note}"
+        )
+    lines.append("")
+    for q in sorted({0.0, 1.0, p}):
+        lines.append(f"fast_{q:g} = {fast_p(outcomes, q):.3f}  ({len(outcomes)} tasks)")
+    if any(o.estimated and o.ms for o in outcomes):
+        lines.append("speedups are cost-model ESTIMATES (no GPU): both times come from the model")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="fastp", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--path", required=True, help="directory of level*/<id>_<name>.py tasks")
+    ap.add_argument("--tasks", default="", help="comma-separated <level>/<id>; default: all")
+    ap.add_argument("--p", type=float, default=1.0, help="speedup threshold of fast_p")
+    ap.add_argument("--backend", default="interpret", help="backend option (interpret, auto, ...)")
+    ap.add_argument("--budget", type=int, default=2, help="candidates per task")
+    ap.add_argument("--sources", default=None, help="directory of candidate files, as --path")
+    args = ap.parse_args(argv)
+    try:
+        found = tasks.discover(args.path)
+        keys = [k.strip() for k in args.tasks.split(",") if k.strip()] or list(found)
+        refs = [tasks.resolve(args.path, k) for k in keys]
+        sources = tasks.discover(args.sources) if args.sources else {}
+    except ConfigError as exc:
+        print(f"fastp: {exc}", file=sys.stderr)
+        return 2
+    outcomes = []
+    for ref in refs:
+        src = sources.get(ref.key)
+        outcomes.append(
+            evaluate_task(
+                args.path, ref.key, args.backend, args.budget, str(src.path) if src else None
+            )
+        )
+        print(f"  {ref.key}: {'correct' if outcomes[-1].correct else 'failed'}", file=sys.stderr)
+    print(render(outcomes, args.p))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""Child-side pieces of a candidate's run: the runtime compute guard and the two runners.
+
+`ComputeGuard` is a torch function mode active while a ModelNew candidate's `forward` runs:
+a torch function outside `GUARD_ALLOWED` (allocation, views, metadata, and what Triton's
+launcher itself calls) raises `ComputeInPyTorch`, naming it, so compute that the static
+check cannot see (`getattr(torch, "mat" + "mul")`) still fails. The same mode fills every
+`empty*` allocation with NaN (INT_MIN for integers): an output the kernel leaves partly
+unwritten can never inherit a correct value from a previous trial's memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from argus_core.evaluate.launch import default_workdir, launch_args, load_kernel
+from argus_core.evaluate.outputs import poison
+from argus_core.types import LoweredKernel
+
+GUARD_ALLOWED = frozenset(
+    {
+        # allocation (the uninitialized ones are poisoned)
+        "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+        "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "arange",
+        "new_zeros", "new_ones", "new_full",
+        # views and metadata
+        "view", "reshape", "contiguous", "size", "stride", "dim", "numel", "element_size",
+        "data_ptr", "is_contiguous", "storage_offset", "untyped_storage", "t", "transpose",
+        "permute", "unsqueeze", "squeeze", "expand", "flatten", "unflatten", "__get__",
+        "__len__", "__format__", "__repr__", "is_floating_point", "get_device", "dtype",
+        "to", "float", "half", "bfloat16", "cuda", "cpu", "detach", "requires_grad_",
+    }
+)  # fmt: skip
+POISONED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"})
+
+
+class ComputeInPyTorch(RuntimeError):
+    """A candidate's forward called a PyTorch function that computes on data."""
+
+
+def _func_name(func: Any) -> str:
+    return getattr(func, "__name__", None) or str(func)
+
+
+def compute_guard() -> Any:
+    """A fresh ComputeGuard (torch is imported only here, in the child)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class ComputeGuard(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            name = _func_name(func)
+            if name == "__getitem__" and not any(isinstance(a, torch.Tensor) for a in args[1:]):
+                return func(*args, **(kwargs or {}))  # basic slicing is a view
+            if name not in GUARD_ALLOWED:
+                raise ComputeInPyTorch(
+                    f"forward called torch {name!r}, which computes in PyTorch; only "
+                    "allocation, views and Triton launches may run outside the kernels"
+                )
+            out = func(*args, **(kwargs or {}))
+            if name in POISONED and isinstance(out, torch.Tensor):
+                poison(out)
+            return out
+
+    return ComputeGuard()
+
+
+def _view(t: Any, how: str | None) -> Any:
+    if how == "2d":
+        return t.reshape(-1, t.shape[-1]) if t.dim() else t.reshape(1, 1)
+    if how == "1d":
+        return t.reshape(-1)
+    return t
+
+
+def dsl_runner(
+    lowered: LoweredKernel,
+    binding: dict[str, dict[str, Any]],
+    model: Any,
+    constexprs: dict[str, int],
+    compiler: dict[str, Any],
+) -> Callable[[list[Any], Any], Any]:
+    """`run(inputs, like)`: a NaN-filled output shaped like the reference `like`, written by
+    the lowered kernel with its tensors bound as `binding` says ({"from": "input", "index":
+    i} | {"from": "param", "attr": "fc.weight"} | {"from": "output"}, plus "view": "2d" |
+    "1d" to pass a row-major reshaped view)."""
+    import torch
+
+    fn = load_kernel(lowered)
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    params.update(dict(model.named_buffers()))
+
+    def run(inputs: list[Any], like: Any) -> Any:
+        out = torch.empty_like(like, memory_format=torch.contiguous_format)
+        poison(out)
+        tensors = {}
+        for name, b in binding.items():
+            src = b["from"]
+            t = (
+                out
+                if src == "output"
+                else inputs[b["index"]]
+                if src == "input"
+                else params[b["attr"]]
+            )
+            tensors[name] = _view(t, b.get("view"))
+        args, grid = launch_args(lowered, tensors, constexprs)
+        fn[grid](*args, **compiler)
+        return out
+
+    return run
+
+
+def load_modelnew(source: str, filename: str) -> Any:
+    """Import a ModelNew candidate from a real file (Triton's @jit reads source through
+    inspect), named by the hash of its text; returns the module."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    folder = default_workdir() / "modelnew" / digest
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "candidate.py"
+    path.write_text(source)
+    name = f"_argus_modelnew_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    if not hasattr(module, "ModelNew"):
+        raise RuntimeError(f"{filename} defines no class ModelNew")
+    return module
+
+
+def modelnew_runner(model_new: Any) -> Callable[[list[Any], Any], Any]:
+    """`run(inputs, like)`: the candidate's forward under the compute guard."""
+    import torch
+
+    def run(inputs: list[Any], like: Any) -> Any:
+        with torch.no_grad(), compute_guard():
+            return model_new(*inputs)
+
+    return run

@@ -1,0 +1,403 @@
+"""Transfer functions of tile ops: creation, loads and stores, elementwise ops, reductions
+and dots, and the assertions each implies.
+
+Loads and stores are in bounds or masked and at the offset their coordinates name; a dot's
+contracted coordinates agree; elementwise operands carry equal tags; a store lands where
+its tags say, and covers the output exactly once (`store_coverage.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from argus_core.ir import (
+    Cast,
+    Dot,
+    Elementwise,
+    ExpandDims,
+    Expr,
+    Full,
+    IntLike,
+    Let,
+    Load,
+    Reduce,
+    Store,
+    Value,
+    View,
+    Zeros,
+    as_expr,
+    elem_sym,
+    land,
+    lnot,
+)
+from argus_core.ir.nodes import AtomicAdd
+from argus_core.ir.tags import COORD
+from argus_plugins.verifiers.smt.domain import (
+    AVal,
+    Contribution,
+    TagVal,
+    broadcast,
+    factor_groups,
+    merge,
+)
+from argus_plugins.verifiers.smt.exprs import any_ne, lor, same, sub
+from argus_plugins.verifiers.smt.interpreter import Interpreter
+from argus_plugins.verifiers.smt.store_coverage import check_store, check_writes
+
+
+def let(it: Interpreter, op: Let) -> None:
+    return None  # the Context holds the Let chain; queries expand it
+
+
+# -------------------------------------------------------------------------- tiles
+def zeros(it: Interpreter, op: Zeros) -> None:
+    it.state[op.out.id] = AVal(it.shape_of(op.out.shape, op.point))
+
+
+def full(it: Interpreter, op: Full) -> None:
+    it.state[op.out.id] = AVal(it.shape_of(op.out.shape, op.point))
+
+
+def cast(it: Interpreter, op: Cast) -> None:
+    it.state[op.out.id] = it.state[op.x.id]
+
+
+def _access(
+    it: Interpreter, op: Load | Store, view: View, mask: IntLike, shape: tuple[int, ...]
+) -> tuple:
+    """Implied for every access: in bounds where unmasked, at its coordinates' offset."""
+    ctx = it.ctx
+    coords = tuple(ctx.norm(c) for c in view.coords)
+    dims = tuple(ctx.norm(d) for d in view.tensor.dims)
+    inside = land(
+        *[as_expr(c) >= 0 for c in coords], *[as_expr(c) < d for c, d in zip(coords, dims)]
+    )
+    verb = "reads" if isinstance(op, Load) else "writes"
+    it.chk.require(
+        "bounds",
+        op.point,
+        shape,
+        land(mask, lnot(inside)),
+        coords,
+        dims,
+        f"{verb} coordinate {{lhs}} of {view.tensor.name}, outside its extents {{rhs}}",
+    )
+    strides = [ctx.norm(s) for s in view.tensor.strides]
+    true_off: IntLike = 0
+    for c, s in zip(coords, strides):
+        true_off = true_off + c * s
+    offset = ctx.norm(view.offset)
+    it.chk.require(
+        "layout",
+        op.point,
+        shape,
+        land(mask, as_expr(offset).ne(true_off)),
+        [offset],
+        [true_off],
+        f"{verb} offset {{lhs}} of {view.tensor.name} but its coordinate "
+        "lives at offset {rhs} (wrong stride or layout)",
+        structural=same([offset], [true_off]),
+    )
+    return coords, inside
+
+
+def load(it: Interpreter, op: Load) -> None:
+    shape = it.shape_of(op.view.shape, op.point)
+    mask = it.ctx.norm(op.mask) if op.mask is not None else 1
+    coords, _ = _access(it, op, op.view, mask, shape)
+    order = tile_order(coords, len(shape))
+    lead = len(coords) - len(shape)
+    tags = {
+        COORD: TagVal(
+            tuple(coords[d] for d in order),
+            1,
+            tuple(it.ctx.norm(op.view.tensor.dims[d]) for d in order),
+            (None,) * lead + tuple(range(len(shape))),
+        )
+    }
+    it.state[op.out.id] = AVal(shape, tags, mask)
+
+
+def store(it: Interpreter, op: Store) -> None:
+    """A store or an atomic add: lands where its tags say; grid-wide coverage once."""
+    shape = it.shape_of(op.view.shape, op.point)
+    mask = it.ctx.norm(op.mask) if op.mask is not None else 1
+    coords, inside = _access(it, op, op.view, mask, shape)
+    val = it.state[op.value.id]
+    t = val.tags.get(COORD)
+    order = tile_order(coords, len(shape))
+    coords = tuple(coords[d] for d in order)  # tile-axis order, as tags are
+    dims = tuple(it.ctx.norm(op.view.tensor.dims[d]) for d in order)
+    if t is not None:
+        it.chk.require(
+            "store_tag",
+            op.point,
+            shape,
+            land(mask, val.valid, t.defined, any_ne(coords, t.exprs)),
+            coords,
+            t.exprs,
+            "lands at {lhs} but its tag says {rhs}",
+            structural=same(coords, t.exprs),
+        )
+    computed = False  # rows computed from sums of data: check_writes covers them
+    if it.chk.collect and it.data is not None:  # loop and cross-store writes
+        computed = check_writes(it, it.data, op, shape, coords, mask)
+    if it.chk.collect and not it.loops and not computed:
+        check_store(
+            it, op, shape, coords, dims, mask, inside, val, atomic=isinstance(op, AtomicAdd)
+        )
+
+
+def elementwise(it: Interpreter, op: Elementwise) -> None:
+    shape = it.shape_of(op.out.shape, op.point)
+    rank = len(shape)
+    if op.fn == "where" and isinstance(op.args[0], Expr):
+        _where(it, op, shape)
+        return
+    # a broadcast operand's element is its element 0 along each size-1 axis
+    tiles = [broadcast(it.state[a.id], shape) for a in op.operands()]
+    tags: dict[str, TagVal] = {}
+    for a in tiles:
+        for name, t in a.tags.items():
+            if name not in tags:
+                tags[name] = t
+                continue
+            first = tags[name]
+            ls, rs = project(first, t, rank)
+            it.chk.require(
+                "elementwise_tag",
+                op.point,
+                shape,
+                land(
+                    *[x.valid for x in tiles],
+                    first.defined,
+                    t.defined,
+                    any_ne(ls, rs) if ls else 0,
+                ),
+                ls,
+                rs,
+                f"combines elements whose {name!r} tags differ: {{lhs}} vs {{rhs}}",
+                structural=not ls or same(ls, rs),
+            )
+            if len(t.exprs) > len(first.exprs):  # keep the entries of the full operand
+                tags[name] = t
+    # sums and scalings keep the contraction record: acc * alpha + dot(p, v)
+    linear = op.fn in LINEAR
+    contrib = tuple(c for x in tiles for c in x.contrib) if linear else ()
+    window = linear and any(x.window for x in tiles)
+    if op.fn in ("mul", "div") and not it.loops:  # a product of finished sums
+        groups = factor_groups(tiles)
+        if groups is not None:  # each factor is checked on its own at the store
+            contrib, window = groups, False
+    it.state[op.out.id] = AVal(shape, tags, land(*[x.valid for x in tiles]), contrib, window)
+
+
+def _where(it: Interpreter, op: Elementwise, shape: tuple[int, ...]) -> None:
+    """`where(pred, x, other)` with a symbolic predicate: where `pred` fails the element
+    is the constant `other` (-inf before a softmax, 0 before a sum), so the predicate
+    becomes the element's guard: a masked element carries no data."""
+    pred = it.ctx.norm(op.args[0])
+    a, b = op.args[1], op.args[2]
+    if isinstance(a, Value) and isinstance(b, Value):
+        va, vb = broadcast(it.state[a.id], shape), broadcast(it.state[b.id], shape)
+        it.state[op.out.id] = merge(as_expr(pred), va, vb, ())
+        return
+    if isinstance(a, Value):
+        x, guard = broadcast(it.state[a.id], shape), pred
+    elif isinstance(b, Value):
+        x, guard = broadcast(it.state[b.id], shape), lnot(as_expr(pred))
+    else:
+        it.state[op.out.id] = AVal(shape)
+        return
+    it.state[op.out.id] = replace(x, valid=land(guard, x.valid), contrib=(), window=False)
+
+
+def expand_dims(it: Interpreter, op: ExpandDims) -> None:
+    x = it.state[op.x.id]
+    rank = len(x.shape)
+    m = {elem_sym(d): elem_sym(d + 1) for d in range(op.axis, rank)}
+    tags = {}
+    for name, t in x.tags.items():
+        axes = t.axes_for(rank)
+        t = t.subs(m)
+        if axes is not None:
+            axes = tuple(a if a is None or a < op.axis else a + 1 for a in axes)
+        tags[name] = replace(t, axes=axes)
+    shape = x.shape[: op.axis] + (1,) + x.shape[op.axis :]
+    it.state[op.out.id] = replace(x, shape=shape, tags=tags, valid=sub(x.valid, m))
+
+
+def reduce(it: Interpreter, op: Reduce) -> None:
+    """The reduced axis' tag entries are dropped (a row max keeps the row's tag); every
+    live element reduced must have its reduced coordinate inside the tensor
+    (`reduce_bounds`: keys past SKV never reach a softmax's max or sum)."""
+    x = it.state[op.x.id]
+    rank = len(x.shape)
+    # the result's element d is the input's element d (d < axis) or d + 1 (d >= axis)
+    m = {elem_sym(d): (0 if d == op.axis else elem_sym(d - (d > op.axis))) for d in range(rank)}
+    tags = {}
+    for name, t in x.tags.items():
+        axes = t.axes_for(rank)
+        if axes is None:
+            tags[name] = t.subs(m)
+            continue
+        keep = [n for n, a in enumerate(axes) if a != op.axis]
+        for n, a in enumerate(axes):
+            if a == op.axis and t.extents is not None:
+                e, ext = t.exprs[n], t.extents[n]
+                it.chk.require(
+                    "reduce_bounds",
+                    op.point,
+                    x.shape,
+                    land(x.valid, t.defined, lor(as_expr(e) < 0, as_expr(e) >= ext)),
+                    [e],
+                    [ext],
+                    f"{op.fn} over axis {op.axis} takes an element whose {name!r} "
+                    "coordinate {lhs} lies outside [0, {rhs})",
+                    structural=False,
+                )
+        tags[name] = TagVal(
+            tuple(sub(t.exprs[n], m) for n in keep),
+            sub(t.defined, m),
+            tuple(t.extents[n] for n in keep) if t.extents is not None else None,
+            tuple(axes[n] if axes[n] is None or axes[n] < op.axis else axes[n] - 1 for n in keep),
+        )
+    shape = tuple(s for d, s in enumerate(x.shape) if d != op.axis)
+    it.state[op.out.id] = AVal(shape, tags, 1)
+
+
+def dot(it: Interpreter, op: Dot) -> None:
+    a, b = it.state[op.a.id], it.state[op.b.id]
+    m, kdim, n = a.shape[0], a.shape[1], b.shape[1]
+    kk = it.ctx.fresh("kk", 0, kdim)
+    at_a, at_b = {elem_sym(1): kk}, {elem_sym(0): kk}  # a[i, kk], b[kk, j]
+    va, vb = sub(a.valid, at_a), sub(b.valid, at_b)
+    tags: dict[str, TagVal] = {}
+    contrib = None
+    for name in sorted(set(a.tags) & set(b.tags)):
+        ta, tb = a.tags[name].subs(at_a), b.tags[name].subs(at_b)
+        xa, xb = ta.axes_for(2), tb.axes_for(2)
+        if xa is None or xb is None or 0 not in xa or 1 not in xa:
+            continue
+        if 0 not in xb or 1 not in xb:
+            continue
+        # entries by tile axis: a's (row, column) and b's (row, column); a's constant
+        # entries (q[b, h]'s b and h) lead the product's tag
+        ar, ac, br, bc = xa.index(0), xa.index(1), xb.index(0), xb.index(1)
+        lead = [n for n, x in enumerate(xa) if x is None]
+        it.chk.require(
+            "dot_contract",
+            op.point,
+            (m, n),
+            land(va, vb, ta.defined, tb.defined, as_expr(ta.exprs[ac]).ne(tb.exprs[br])),
+            [ta.exprs[ac]],
+            [tb.exprs[br]],
+            f"contracts a's {name!r} column {{lhs}} with b's row {{rhs}}",
+            structural=same([ta.exprs[ac]], [tb.exprs[br]]),
+            extra={"k_element": lambda q, mo, kk=kk: q.value(mo, kk)},
+        )
+        first = {kk: 0}
+        row, col = sub(ta.exprs[ar], first), sub(tb.exprs[bc], first)
+        # the product's tag is well defined only if a's row and b's column tags do not
+        # change along the contraction (a swizzle read back without its inverse does)
+        for side, e, e0, v in (
+            ("a's row", ta.exprs[ar], row, va),
+            ("b's column", tb.exprs[bc], col, vb),
+        ):
+            it.chk.require(
+                "dot_operand",
+                op.point,
+                (m, n),
+                land(v, as_expr(e).ne(e0)),
+                [e],
+                [e0],
+                f"{side} {name!r} tag is {{lhs}} here but {{rhs}} at k-element 0",
+                structural=not (isinstance(e, Expr) and kk in e.symbols()),
+                extra={"k_element": lambda q, mo, kk=kk: q.value(mo, kk)},
+            )
+        ea, eb = a.tags[name].extents, b.tags[name].extents
+        ext = None
+        if ea and eb:
+            ext = (*[ea[i] for i in lead], ea[ar], eb[bc])
+        tags[name] = TagVal(
+            (*[sub(ta.exprs[i], first) for i in lead], row, col),
+            land(sub(ta.defined, first), sub(tb.defined, first)),
+            ext,
+            (None,) * len(lead) + (0, 1),
+        )
+        if name == COORD and ea:
+            loops = tuple((lp.var, *it.ctx.loops[lp.var.name]) for lp in it.loops)
+            contrib = Contribution(ta.exprs[ac], land(va, vb), kk, kdim, loops, ea[ac], op.point)
+    prev: tuple = ()
+    if op.acc is not None:
+        acc = it.state[op.acc.id]
+        prev = acc.contrib
+        for name, t in acc.tags.items():
+            r = tags.get(name)
+            if r is None or len(r.exprs) != len(t.exprs):
+                continue
+            it.chk.require(
+                "dot_acc",
+                op.point,
+                (m, n),
+                land(t.defined, r.defined, any_ne(t.exprs, r.exprs)),
+                t.exprs,
+                r.exprs,
+                f"accumulates into an element whose {name!r} tag is {{lhs}}, "
+                "but the product is for {rhs}",
+                structural=same(t.exprs, r.exprs),
+            )
+    it.state[op.out.id] = AVal((m, n), tags, 1, prev + ((contrib,) if contrib else ()))
+
+
+# ------------------------------------------------------------------------ helpers
+LINEAR = ("add", "sub", "mul", "div", "neg")  # ops that keep a sum's contraction record
+
+
+def tile_order(coords, rank: int) -> list[int]:
+    """Tag order of a view's coordinates: the fixed leading coordinates of a sub-tensor
+    (`q[b, h]`) first, then the tile's own in tile-axis order."""
+    lead = len(coords) - rank
+    return list(range(lead)) + [lead + d for d in axis_order(coords[lead:], rank)]
+
+
+def project(a: TagVal, b: TagVal, rank: int) -> tuple[list[IntLike], list[IntLike]]:
+    """The entries two tags have in common: all of them at equal arity and unknown axes;
+    else the constant entries in order and the entries of each axis both have (a row max
+    broadcast along a row is compared with the row's entry only)."""
+    xa, xb = a.axes_for(rank), b.axes_for(rank)
+    if len(a.exprs) == len(b.exprs) and (xa is None or xb is None or xa == xb):
+        return list(a.exprs), list(b.exprs)
+    if xa is None or xb is None:
+        return [], []
+    ca = [e for e, x in zip(a.exprs, xa) if x is None]
+    cb = [e for e, x in zip(b.exprs, xb) if x is None]
+    if len(ca) != len(cb):
+        return [], []
+    ls, rs = ca, cb
+    for d in range(rank):
+        if d in xa and d in xb:
+            ls.append(a.exprs[xa.index(d)])
+            rs.append(b.exprs[xb.index(d)])
+    return ls, rs
+
+
+def axis_order(coords, rank: int) -> list[int]:
+    """Which tensor dim each tile axis walks: tags list coordinates in tile-axis order, so
+    a permuted view's tag is (k, n) even though the tensor's dims are (n, k)."""
+    uses = [
+        {d for d in range(rank) if isinstance(c, Expr) and elem_sym(d) in c.symbols()}
+        for c in coords
+    ]
+    order: dict[int, int] = {}
+    progress = True
+    while progress and len(order) < rank:
+        progress = False
+        for dim, axes in enumerate(uses):
+            free = axes - set(order)
+            if dim not in order.values() and len(free) == 1:
+                order[free.pop()] = dim
+                progress = True
+    if len(order) != rank or len(coords) != rank:
+        return list(range(len(coords)))
+    return [order[a] for a in range(rank)]

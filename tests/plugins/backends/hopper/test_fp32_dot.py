@@ -1,0 +1,42 @@
+"""An fp32 run lowers its dots with input_precision="ieee": NVIDIA's default for fp32
+`tl.dot` is TF32 (10-bit mantissa), which fp32 tolerances (1e-4, KernelBench's) reject.
+Found on the H200: KernelBench fp32 matmul tasks failed there and passed on the CPU."""
+
+from __future__ import annotations
+
+import pytest
+
+from argus_core.plugin_manager import Registry, default_plugin_manager
+from argus_core.types import Policy
+
+FP32 = {"a": "fp32", "b": "fp32", "c": "fp32"}
+
+
+@pytest.fixture(scope="module")
+def gemm_ir():
+    registry = Registry(default_plugin_manager())
+    gemm = registry.get("kernel", "gemm")
+    return registry.get("dsl", "tile").parse(gemm.source(), "gemm", str(gemm.source_path))
+
+
+@pytest.fixture(scope="module")
+def hopper():
+    return Registry(default_plugin_manager()).get("backend", "h200")
+
+
+def test_fp32_dots_are_ieee_on_hopper_and_bf16_dots_unchanged(hopper, gemm_ir):
+    fp32 = hopper.lower(gemm_ir, fp32_policy(), {"dtype": "fp32"})
+    assert "input_precision='ieee'" in fp32.source
+    rep = hopper.compile(fp32, FP32, fp32_policy())
+    assert rep.ok, rep.error
+    assert rep.mma_count == 0 and "FFMA" in rep.asm  # fp32 FMAs, no TF32 HGMMA
+    # without the run's dtype the same fp32 dot compiles to TF32 HGMMA: the fact matters
+    tf32 = hopper.lower(gemm_ir, fp32_policy(), {})
+    default = hopper.compile(tf32, FP32, fp32_policy())
+    assert default.ok and default.mma_count > 0 and "HGMMA" in default.asm
+    bf16 = hopper.lower(gemm_ir, fp32_policy(), {"dtype": "bf16"})
+    assert "input_precision" not in bf16.source
+
+
+def fp32_policy() -> Policy:
+    return Policy({"BM": 64, "BN": 64, "BK": 32, "GROUP": 8}, {"num_warps": 4, "num_stages": 2})

@@ -1,0 +1,91 @@
+"""`argus +kernel=kernelbench ...` through the CLI, kernel.source candidates through the
+pipeline's stages, and the fast_p report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from argus_core.config import compose
+from argus_core.pipeline import Stages
+from argus_core.plugin_manager import Registry, default_plugin_manager
+from argus_plugins.kernels.kernelbench import fastp
+
+TASKS = Path(__file__).parents[3] / "kernelbench_tasks"
+CANDIDATES = Path(__file__).with_name("candidates")
+
+
+@pytest.mark.slow
+def test_cli_runs_a_task_and_tracks_it_in_sqlite(run_argus, tmp_path):
+    store = tmp_path / "mlflow.db"
+    proc = run_argus(
+        "+kernel=kernelbench", f"kernel.path={TASKS}", "kernel.task=level1/1", "budget=2",
+        "progress=off", f"tracking.uri=sqlite:///{store}",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "kernel=kernelbench" in proc.stdout and "BEST" in proc.stdout
+    assert store.is_file() and store.stat().st_size > 0
+
+
+def test_cli_names_the_valid_tasks_for_a_bad_one(run_argus):
+    proc = run_argus("+kernel=kernelbench", f"kernel.path={TASKS}", "kernel.task=level1/404")
+    assert proc.returncode == 2
+    assert "unknown kernel.task 'level1/404'" in proc.stderr and "level2/1" in proc.stderr
+
+
+def _evaluate_source(source: Path):
+    cfg = compose(["+kernel=kernelbench", f"kernel.path={TASKS}", "kernel.task=level1/1",
+                   f"kernel.source={source}", "backend=interpret", "tracking=none"])  # fmt: skip
+    stages = Stages.from_config(cfg, Registry(default_plugin_manager()))
+    session = Registry(default_plugin_manager()).get("planner", "baseline").create(
+        cfg.planner, {"family": stages.family, "dsl": stages.dsl, "backend": stages.backend,
+                      "kernel_cfg": cfg.kernel, "backend_cfg": stages.backend_cfg})  # fmt: skip
+    cand = session.propose(1)[0]
+    return stages.evaluate(cand, 0, None)[0], cfg
+
+
+@pytest.mark.slow
+def test_a_dsl_source_candidate_passes_through_every_stage():
+    res, cfg = _evaluate_source(CANDIDATES / "good_dsl_matmul.py")
+    assert res.ok, res.failure
+    assert res.verify.status == "verified" and res.correctness.ok
+    assert res.timing.estimated and res.timing.baseline_ms and res.timing.speedup
+
+
+@pytest.mark.slow
+def test_a_modelnew_source_candidate_is_checked_by_the_family():
+    res, _ = _evaluate_source(CANDIDATES / "good_matmul.py")
+    assert res.ok, res.failure
+    assert res.correctness.ok and res.correctness.trials == 6  # 5 fresh + 1 permuted
+    assert res.timing.estimated and res.timing.speedup is not None
+
+
+def test_a_rejected_modelnew_fails_at_the_static_stage(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        (CANDIDATES / "good_matmul.py").read_text().replace("return C", "return C.sum()")
+    )
+    res, _ = _evaluate_source(bad)
+    assert res.failure.startswith("static: line") and ".sum()" in res.failure
+
+
+def test_fast_p_counts_correct_and_faster_tasks_only():
+    outs = [
+        fastp.TaskOutcome("a", True, ms=1.0, torch_ms=2.0),
+        fastp.TaskOutcome("b", True, ms=1.0, torch_ms=0.5),
+        fastp.TaskOutcome("c", False, note="no template"),
+    ]
+    assert fastp.fast_p(outs, 0.0) == pytest.approx(2 / 3)
+    assert fastp.fast_p(outs, 1.0) == pytest.approx(1 / 3)
+    table = fastp.render(outs, 1.0)
+    assert "fast_0 = 0.667" in table and "fast_1 = 0.333" in table and "ESTIMATES" in table
+
+
+@pytest.mark.slow
+def test_fastp_cli_reports_a_table_over_tasks(capsys):
+    assert fastp.main(["--path", str(TASKS), "--tasks", "level1/8,level1/11", "--budget", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "level1/8     yes" in out and "estimated" in out
+    assert "level1/11    no" in out and "no template matches" in out
+    assert "fast_0 = 0.500" in out
