@@ -75,8 +75,8 @@ def argus_kb_paths() -> list[str]:
 def argus_kb_targets() -> dict[str, str | None]:
     """The knowledge-base target (`argus_core.kb.TARGETS`: "mi300x", "hopper") whose
     techniques apply to each backend a plugin ships, by backend name; None for a backend
-    that gets the target-independent techniques only. A backend named nowhere gets those
-    of `kb.TARGET_OF_BACKEND`, or none."""
+    that gets the target-independent techniques only. Built-in backends declare theirs
+    here too; a backend named nowhere gets the target-independent ones."""
 
 
 # --------------------------------------------------------------------------- events

@@ -43,14 +43,18 @@ REQUIRED = (
 )
 OPTIONAL = ("topics", "status")
 
-# A backend (config option `backend=`) and the KB target whose techniques apply to it;
-# None: only the target-independent (`any`) techniques.
-TARGET_OF_BACKEND: dict[str, str | None] = {
-    "mi300x": "mi300x",
-    "h100": "hopper",
-    "h200": "hopper",
-    "interpret": None,
-}
+
+def declared_kb_targets(pm: Any = None) -> dict[str, str | None]:
+    """Backend name -> the KB target whose techniques apply to it (None: only the
+    target-independent `any` ones), as every plugin declares through `argus_kb_targets`
+    (the built-in backends too: a target's KB mapping lives in its backend plugin)."""
+    from argus_core.plugin_manager import default_plugin_manager
+
+    declared: dict[str, str | None] = {}
+    for provided in (pm or default_plugin_manager()).hook.argus_kb_targets():
+        declared.update(provided or {})
+    return declared
+
 
 # What may guard a technique: the smt verifier's assertions (docs/verifier.md), plus the
 # backend and evaluator checks that catch what the verifier does not model.
@@ -207,7 +211,7 @@ def eval_condition(tree: ast.Expression, values: Mapping[str, int]) -> bool | No
 class Vocabulary:
     """What entries may name: per family its tile constants and shape symbols, per target
     its compiler options and their valid values, and per backend name its KB target
-    (`backend_targets`, over `TARGET_OF_BACKEND`). The families are the keys of `tiles`."""
+    (`backend_targets`, as the backends' plugins declare them). The families are the keys of `tiles`."""
 
     tiles: Mapping[str, frozenset[str]]
     shapes: Mapping[str, frozenset[str]]
@@ -224,7 +228,7 @@ class Vocabulary:
         """Tiles and shapes from `conf/kernel/<family>.yaml` (the built-in families, and
         every registered kernel family whose option a plugin's config search path holds);
         policy spaces from the registered backends (`argus_register_backends`), grouped by
-        KB target (what a plugin's `argus_kb_targets` hook says, else `TARGET_OF_BACKEND`)."""
+        KB target (what the backend's plugin says through `argus_kb_targets`)."""
         import argus_conf
         from argus_core.plugin_manager import (
             Registry,
@@ -248,15 +252,13 @@ class Vocabulary:
             tiles[fam] = frozenset(cfg.get("tiles") or {})
             shapes[fam] = frozenset(cfg.get("shape") or {})
         spaces: dict[str, dict[str, tuple[Any, ...]]] = {t: {} for t in TARGETS}
-        declared: dict[str, str | None] = {}
-        for provided in pm.hook.argus_kb_targets():
-            declared.update(provided or {})
-        targets: dict[str, str | None] = dict(TARGET_OF_BACKEND)
+        declared = declared_kb_targets(pm)
+        targets: dict[str, str | None] = {}
         for name, backend in registry.all("backend").items():
-            target = declared.get(name, TARGET_OF_BACKEND.get(name))
+            target = declared.get(name)
             if target is not None and target not in TARGETS:
                 raise KBError(f"backend {name!r}: " + choices_error("kb target", target, TARGETS))
-            if name in targets or target is not None:
+            if name in declared:
                 targets[name] = target
             if target is None:
                 continue
@@ -420,7 +422,9 @@ class KnowledgeBase:
     ):
         self._by_id = {t.id: t for t in sorted(techniques, key=lambda t: t.id)}
         self.families = tuple(dict.fromkeys((*FAMILIES, *families)))
-        self.backend_targets = {**TARGET_OF_BACKEND, **(backend_targets or {})}
+        self.backend_targets = (
+            dict(backend_targets) if backend_targets is not None else declared_kb_targets()
+        )
 
     def __len__(self) -> int:
         return len(self._by_id)

@@ -118,7 +118,7 @@ def applicable_techniques(
     not fail for `shape`. A family or backend the KB does not know gets only the entries
     written for `any` family or target."""
     fam = family if family in base.families else None
-    tgt = backend if backend in kb.TARGET_OF_BACKEND else None
+    tgt = backend if backend in base.backend_targets else None
     found = base.query(family=fam, target=tgt, status="ready", shape=dict(shape))
     found = [
         t

@@ -13,3 +13,9 @@ __all__ = ["HopperBackend"]
 @hookimpl
 def argus_register_backends() -> list[Any]:
     return backends()
+
+
+@hookimpl
+def argus_kb_targets() -> dict[str, str | None]:
+    """The knowledge base's techniques for this target apply to these backends."""
+    return {"h100": "hopper", "h200": "hopper"}

@@ -13,3 +13,9 @@ __all__ = ["Mi300xBackend"]
 @hookimpl
 def argus_register_backends() -> list[Any]:
     return [Mi300xBackend()]
+
+
+@hookimpl
+def argus_kb_targets() -> dict[str, str | None]:
+    """The knowledge base's techniques for this target apply to these backends."""
+    return {"mi300x": "mi300x"}

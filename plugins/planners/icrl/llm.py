@@ -153,7 +153,7 @@ class LLMPolicy:
         shape = {str(k): int(v) for k, v in dict(kcfg.get("shape") or {}).items()}
         base = kb.load()
         fam = family.name if family.name in base.families else None
-        tgt = backend.name if backend.name in kb.TARGET_OF_BACKEND else None
+        tgt = backend.name if backend.name in base.backend_targets else None
         found = base.query(family=fam, target=tgt, shape=shape)
         return cls(
             client=ctx["llm"],

@@ -118,3 +118,30 @@ def test_rules_follow_the_op_class_and_a_missing_rule_is_named(triton, gemm_ir):
     ):
         TritonLowering(table, triton.target).lower(gemm_ir, POLICY, {"dtype": "bf16"})
     assert Load in TRITON_RULES and Load not in table
+
+
+def _ir_op_types(cls: type) -> set[type]:
+    out: set[type] = set()
+    for sub in cls.__subclasses__():
+        if sub.__module__.startswith("argus_core."):  # the IR's ops, not a test's
+            out |= {sub} | _ir_op_types(sub)
+    return out
+
+
+def test_every_ir_op_has_a_generic_triton_rule_and_every_ghost_op_is_erased():
+    from argus_core.ir import Op
+    from argus_core.lowering.rules import RuleTable
+    from argus_core.lowering.triton import GHOST_OPS, TRITON_RULES, erase
+
+    ops = _ir_op_types(Op)
+    assert len(ops) >= 20
+    missing = sorted(c.__name__ for c in ops if not _has_rule(TRITON_RULES, c))
+    assert not missing, f"IR ops without a generic Triton rule: {missing}"
+    erased = {c for c in ops if getattr(c, "erased", False)}
+    assert erased == set(GHOST_OPS), sorted(c.__name__ for c in erased ^ set(GHOST_OPS))
+    assert all(TRITON_RULES._rules[c] is erase for c in GHOST_OPS)
+    assert isinstance(TRITON_RULES, RuleTable)
+
+
+def _has_rule(table, cls: type) -> bool:
+    return any(c in table for c in cls.__mro__)
