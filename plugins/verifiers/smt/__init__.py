@@ -7,7 +7,8 @@ or returns counterexamples, whose threads are warps and lanes of `target` (its
 `verified`. See docs/verifier.md.
 
 Modules, each importing only those listed before it:
-`exprs` (IR expression helpers), `domain` (abstract values), `solver` (z3 queries),
+`exprs` (IR expression helpers), `domain` (abstract values), `z3terms` (expressions as z3
+terms), `solver` (z3 queries),
 `counterexample`, `checker` (findings), `prefix_sums` and `data_values` (values of data),
 `select_witnesses`, `interpreter` (dispatch through a rule table), `contraction_coverage`,
 `store_coverage`, the transfer functions (`tile_ops`, `tag_ops`, `loop_ops`, `data_ops`),
@@ -16,9 +17,15 @@ Modules, each importing only those listed before it:
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import re
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
+
+import z3
 
 from argus_core.ir import KernelIR
 from argus_core.target import TargetSpec
@@ -38,6 +45,45 @@ def _options(options: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in dict(options or {}).items() if k != "options"}
     out.update(dict((options or {}).get("options") or {}))
     return out
+
+
+# proofs by (IR, tile constants, options): a verdict does not depend on num_warps,
+# num_stages or the target's warp size (they only name a counterexample's thread), so
+# changing them never re-verifies; a violated report is kept per (num_warps, wave_size)
+_PROOFS: OrderedDict[tuple, dict[Any, VerifyReport]] = OrderedDict()
+_PROOFS_MAX = 512
+_TILE_ID = re.compile(r"%\d+")
+
+
+def ir_key(ir: KernelIR) -> str | None:
+    """A content hash of the traced kernel: its source and entry (tracing is deterministic)
+    and its ops; the same source traced twice hashes the same (tile numbers, which count
+    across traces, are renumbered in order of appearance). None for an IR built without
+    source, whose ops' text does not show every tile's type: it is not cached."""
+    if not ir.source:
+        return None
+    text = repr(
+        (ir.name, ir.file, ir.source, ir.tensors, ir.shape_syms, ir.constexprs, ir.ops)
+        + (ir.grid, ir.scalars)
+    )
+    ids: dict[str, str] = {}
+    text = _TILE_ID.sub(lambda m: ids.setdefault(m.group(0), f"%t{len(ids)}"), text)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def proof_key(ir: KernelIR, policy: Policy, opts: Mapping[str, Any]) -> tuple | None:
+    """What a verdict depends on: the IR, the tile constants, the verifier's options and the
+    solver's version (None: not cached)."""
+    code = ir_key(ir)
+    if code is None:
+        return None
+    tiles = tuple(sorted((k, int(v)) for k, v in policy.tiles.items()))
+    options = tuple(sorted((k, repr(v)) for k, v in opts.items() if k != "cache"))
+    return (code, tiles, options, z3.get_version_string())
+
+
+def clear_proof_cache() -> None:
+    _PROOFS.clear()
 
 
 def analyse(
@@ -70,6 +116,36 @@ class SmtVerifier:
         target: TargetSpec,
     ) -> VerifyReport:
         t0 = time.perf_counter()
+        opts = _options(options or {})
+        use_cache = bool(opts.get("cache", True))
+        threads = (int(policy.compiler.get("num_warps", 4)), int(target.wave_size))
+        key = proof_key(ir, policy, opts) if use_cache else None
+        hit = _PROOFS.get(key) if key is not None else None
+        if hit is not None:
+            cached = hit.get(None) or hit.get(threads)
+            if cached is not None:
+                _PROOFS.move_to_end(key)
+                out = copy.deepcopy(cached)
+                out.seconds = time.perf_counter() - t0
+                return out
+        report = self._verify(ir, policy, options, target, t0)
+        if key is not None and report.status != "unknown":  # a timeout may not recur
+            # a report with counterexamples names threads: keep it per thread layout
+            slot = threads if report.counterexamples else None
+            _PROOFS.setdefault(key, {})[slot] = copy.deepcopy(report)
+            _PROOFS.move_to_end(key)
+            while len(_PROOFS) > _PROOFS_MAX:
+                _PROOFS.popitem(last=False)
+        return report
+
+    def _verify(
+        self,
+        ir: KernelIR,
+        policy: Policy,
+        options: Mapping[str, Any] | None,
+        target: TargetSpec,
+        t0: float,
+    ) -> VerifyReport:
         try:
             findings, _ctx = analyse(ir, policy, options, target)
         except (ValueError, KeyError) as exc:
@@ -97,4 +173,4 @@ class SmtVerifier:
         return VerifyReport(status, cexs, len(findings), time.perf_counter() - t0, summary)
 
 
-__all__ = ["SmtVerifier", "analyse"]
+__all__ = ["SmtVerifier", "analyse", "clear_proof_cache", "ir_key", "proof_key"]

@@ -115,6 +115,8 @@ class DataState:
                 self.contracts.append(self._contract(op))
         self.fns: dict[tuple[str, int], Any] = {}
         self.ps: dict[str, Any] = {}  # prefix sums by name (prefix_sums.py)
+        # facts by (the reads they are for, the sums and their proved properties so far)
+        self._facts: dict[tuple, list[Expr]] = {}
         self.ps_names: dict[str, str] = {}  # a sum's summand and range -> its name
         self.z3cache: dict[Expr, tuple] = {}  # fact -> (z3 term, symbols it needs)
         self.running: dict[int, IntLike] = {}  # loop results that are running sums
@@ -237,11 +239,21 @@ class DataState:
         out: list[Any] = []
         seen: set[tuple] = set()
         everything = list(roots)
+        root_reads = reads(everything)
+        rs = root_reads
         if self.ps:  # prefix sums: their facts at the points the query mentions
-            out.extend(prefix_sums.facts(self, reads(list(roots))))
+            key = (
+                tuple(r.name for r in root_reads),
+                tuple((n, p.multiple, p.nonneg, p.unit) for n, p in self.ps.items()),
+            )
+            if key not in self._facts:
+                self._facts[key] = prefix_sums.facts(self, root_reads)
+            out.extend(self._facts[key])
             everything = list(roots) + out
-        for _ in range(ROUNDS):
             rs = reads(everything)
+        for rnd in range(ROUNDS):
+            if rnd:
+                rs = reads(everything)
             new: list[Expr] = []
             args: dict[tuple[str, int], dict[str, IntLike]] = {}
             for r in rs:
@@ -271,8 +283,8 @@ class DataState:
             out.extend(new)
             everything = new
         terms = prefix_sums.convert(self, q, out)
-        q.data_reads = [r for r in reads(list(roots)) if not r.tensor.startswith(OPAQUE)]
-        every = reads(list(roots) + out)
+        q.data_reads = [r for r in root_reads if not r.tensor.startswith(OPAQUE)]
+        every = list({r.name: r for r in root_reads + reads(out)}.values())
         used = {r.tensor for r in every}
         q.sums = prefix_sums.uses_sums(self, every)
         opaque = sorted({self.opaque[t] for t in used if t in self.opaque})

@@ -76,8 +76,12 @@ def reads(exprs: Iterable[IntLike]) -> list[DataRead]:
     """Every data read in `exprs` (index arguments included), each once, in order."""
     out: dict[str, DataRead] = {}
     stack = [e for e in exprs if isinstance(e, Expr)]
+    seen: set[int] = set()  # shared subexpressions are walked once (the list keeps them)
     while stack:
         e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
         if isinstance(e, DataRead):
             out.setdefault(e.name, e)
         stack.extend(e.children())

@@ -278,12 +278,14 @@ def facts(st, rs: list[DataRead]) -> list[Expr]:
                 out.append(lnot(box) | (as_expr(fx) <= x - lo))
             if rec.multiple:
                 out.append(lnot(box) | (as_expr(fx) % rec.multiple).eq(0))
-        for (pa, x), (pb, y) in itertools.permutations(pts, 2):
+        reads_at = [read(name, *p, x) for p, x in pts]  # each point's F and w, made once
+        ws_at = [_w(name, p, x) for p, x in pts]
+        for (ia, (pa, x)), (ib, (pb, y)) in itertools.permutations(enumerate(pts), 2):
             if x == lo or x == hi or y == lo or (as_expr(y) == as_expr(x - 1) and pa == pb):
                 continue  # F(lo) = 0, nothing lies past hi, or stated from the other side
             if deep and pa != pb:
                 continue  # a coverage query relates one program's sums (witnesses), not two
-            fx, fy, wx = read(name, *pa, x), read(name, *pb, y), _w(name, pa, x)
+            fx, fy, wx = reads_at[ia], reads_at[ib], ws_at[ia]
             same = [as_expr(a).eq(b) for a, b in zip(pa, pb) if as_expr(a) != as_expr(b)]
             pair = land(*same, lo <= x, x < y, y <= hi)
             if as_expr(y) == as_expr(x + 1) and pa == pb:

