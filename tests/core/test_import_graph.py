@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"argus_core": "argus_core", "argus_plugins": "plugins", "argus_conf": "conf"}
 # modules other plugins may import: DSL kernels name the language they are written in
-PUBLIC = ("argus_plugins.dsl.tile.lang",)
+PUBLIC = ("argus_plugins.dsl.tile.lang", "argus_plugins.dsl.explicit.lang")
 
 
 def _modules() -> dict[str, Path]:

@@ -32,7 +32,7 @@ from argus_core.ir.tags import (
     Summand,
     Tag,
 )
-from argus_plugins.verifiers.smt import data_ops, loop_ops, tag_ops, tile_ops
+from argus_plugins.verifiers.smt import data_ops, explicit_ops, loop_ops, tag_ops, tile_ops
 from argus_plugins.verifiers.smt.interpreter import Rule
 
 TRANSFER: dict[type[Op], Rule] = {
@@ -64,4 +64,8 @@ TRANSFER: dict[type[Op], Rule] = {
     RowsFor: data_ops.rows_for,
 }
 
-__all__ = ["TRANSFER"]
+# explicit-level kernels (argus_core.ir.explicit) are checked as a whole: ring stage/phase
+# protocol, fragment tags per wgmma, swizzles and shared-memory races (explicit_ops.py)
+EXPLICIT_LEVEL = explicit_ops.verify_explicit
+
+__all__ = ["EXPLICIT_LEVEL", "TRANSFER"]

@@ -1,0 +1,137 @@
+"""The GEMM at the explicit level: a warp-specialized persistent kernel for Hopper.
+
+C[M, N] = A[M, K] @ B[K, N] (row-major, bf16/fp16, fp32 accumulation). One CTA per SM
+walks the output tiles `pid, pid + npid, ...` (row-major tile order). A one-warp producer
+partition loads the A and B blocks of every K step by TMA into a ring of `STAGES` shared
+stages; the default partition (one warpgroup) waits for each stage, issues the warpgroup
+MMA from shared memory, releases the stage, and writes each finished tile through a
+shared buffer with a TMA store. Ring protocol (the verifier proves it, see
+`plugins/verifiers/smt/explicit_ops.py`): the inner-loop iteration counter `it` counts
+K steps across tiles; iteration `it` uses stage `it % STAGES`; its write completes phase
+`(it // STAGES) % 2` of `ready[stage]`, and the producer waits for the release of
+iteration `it - STAGES`, phase `(it // STAGES + 1) % 2` of `empty[stage]` (which a fresh
+barrier passes in the first round).
+"""
+
+from __future__ import annotations
+
+from argus_core.ir import explicit as x
+from argus_core.ir.explicit import ExplicitKernel
+from argus_plugins.dsl.explicit.lang import Kernel, cdiv, emin, npid, pid
+
+
+def build(num_warps: int = 4, mma_in_flight: int = 1) -> ExplicitKernel:
+    """The kernel; `num_warps` 4 gives one consumer warpgroup, 8 two (each 64 rows of the
+    BM tile; needed for BN=256, whose fp32 accumulator one warpgroup cannot hold).
+    `mma_in_flight` 1 keeps one wgmma running while the next is issued: iteration `it`
+    releases the stage of iteration `it - 1` (not at a tile's first K step) and the last
+    stage of each tile is released after the loop; 0 waits for each wgmma and releases its
+    own stage."""
+    if num_warps not in (4, 8):
+        raise ValueError(f"invalid num_warps {num_warps!r}; valid choices: 4, 8")
+    if mma_in_flight not in (0, 1):
+        raise ValueError(f"invalid mma_in_flight {mma_in_flight!r}; valid choices: 0, 1")
+    k = Kernel("gemm_ws_persistent", family="gemm", num_warps=num_warps)
+    M, N, K = k.scalar("M"), k.scalar("N"), k.scalar("K")
+    BM, BN, BK = k.const("BM", 128), k.const("BN", 128), k.const("BK", 64)
+    STAGES, GROUP = k.const("STAGES", 4), k.const("GROUP", 8)
+    k.desc("a_desc", "a", ("BM", "BK"))
+    k.desc("b_desc", "b", ("BK", "BN"))
+    k.desc("c_desc", "c", ("BM", "BN"))
+    k.shared("a_ring", ("BM", "BK"), "STAGES", like="a_desc")
+    k.shared("b_ring", ("BK", "BN"), "STAGES", like="b_desc")
+    k.shared("c_smem", ("BM", "BN"), 1, like="c_desc")
+    k.barriers("ready", "STAGES")
+    k.barriers("empty", "STAGES")
+    num_m, num_n = cdiv(M, BM), cdiv(N, BN)
+    num_tiles = num_m * num_n
+    k_steps = cdiv(K, BK)
+
+    def tile_offsets(tile):
+        # grouped order: GROUP row-blocks sweep the columns together (L2 reuse of B)
+        first = k.let("first_m", tile // (GROUP * num_n) * GROUP)
+        rows = k.let("group_rows", emin(num_m - first, GROUP))
+        local = k.let("local", tile % (GROUP * num_n))
+        return k.let("off_m", (first + local % rows) * BM), k.let("off_n", local // rows * BN)
+
+    with k.partition("mma", warps=num_warps, default=True):
+        with k.loop("tile", pid, num_tiles, npid) as tile:
+            off_m, off_n = tile_offsets(tile)
+            k.zero_acc("acc", "BM", "BN", warps=(num_warps, 1))
+            with k.loop("kk", 0, k_steps, counter="it") as (kk, it):
+                s = it % STAGES
+                k.wait("ready", s, it // STAGES % 2)
+                k.wgmma("acc", "a_ring", s, "b_ring", s)
+                k.wgmma_wait("acc", mma_in_flight)
+                if mma_in_flight:  # the previous iteration's wgmma is done: free its stage
+                    k.arrive("empty", (it + STAGES - 1) % STAGES, pred=kk > 0)
+                else:
+                    k.arrive("empty", s)
+            if mma_in_flight:
+                k.wgmma_wait("acc", 0)
+                k.arrive("empty", (it + STAGES - 1) % STAGES)  # the tile's last stage
+            k.store_wait(0)  # the previous tile's TMA store has finished reading c_smem
+            k.store_shared("c_smem", "acc")
+            k.fence_async_shared()
+            k.tma_store("c_desc", (off_m, off_n), "c_smem")
+        k.store_wait(0)
+
+    with k.partition("load", warps=1, regs=24):
+        with k.loop("tile", pid, num_tiles, npid) as tile:
+            off_m, off_n = tile_offsets(tile)
+            with k.loop("kk", 0, k_steps, counter="it") as (kk, it):
+                s = it % STAGES
+                k.wait("empty", s, (it // STAGES + 1) % 2)
+                k.expect("ready", s, "a_desc", "b_desc")
+                k.tma_load("a_desc", (off_m, kk * BK), "a_ring", s, "ready")
+                k.tma_load("b_desc", (kk * BK, off_n), "b_ring", s, "ready")
+    return k.build()
+
+
+def build_cdna3(lds_stages: int = 2) -> ExplicitKernel:
+    """The GEMM for MI300X (gfx942) at the explicit level: one tile per loop step of a
+    persistent grid, 4 warps (2x2 over the tile) of MFMA 16x16x16. Each K step buffer-loads
+    the A and B blocks into blocked register layouts, stores them to LDS stage
+    `it % lds_stages` (swizzled), passes a workgroup barrier, and runs the MFMAs from that
+    stage. With two stages one barrier per step suffices: the stage a step writes was last
+    read two steps earlier, before the previous step's barrier. Unmasked buffer loads and
+    stores: M, N, K must be multiples of BM, BN, BK."""
+    if lds_stages not in (1, 2):
+        raise ValueError(f"invalid lds_stages {lds_stages!r}; valid choices: 1, 2")
+    k = Kernel("gemm_cdna3", family="gemm")
+    M, N, K = k.scalar("M"), k.scalar("N"), k.scalar("K")
+    BM, BN, BK = k.const("BM", 128), k.const("BN", 128), k.const("BK", 64)
+    GROUP = k.const("GROUP", 8)
+    k.ptr("a_ptr", "a")
+    k.ptr("b_ptr", "b")
+    k.ptr("c_ptr", "c")
+    k.shared(
+        "a_lds", ("BM", "BK"), lds_stages, like="a_ptr", layout=x.SwizzledShared(8, 1, 8, (1, 0))
+    )
+    k.shared(
+        "b_lds", ("BK", "BN"), lds_stages, like="b_ptr", layout=x.SwizzledShared(8, 1, 8, (0, 1))
+    )
+    blk_a = x.Blocked((1, 8), (8, 8), (4, 1), (1, 0))
+    blk_b = x.Blocked((8, 1), (8, 8), (1, 4), (0, 1))
+    acc_layout = x.MfmaAcc((16, 16, 16), (2, 2), 4, 4)
+    num_m, num_n = cdiv(M, BM), cdiv(N, BN)
+    with k.partition("main", default=True):
+        with k.loop("tile", pid, num_m * num_n, npid) as tile:
+            first = k.let("first_m", tile // (GROUP * num_n) * GROUP)
+            rows = k.let("group_rows", emin(num_m - first, GROUP))
+            local = k.let("local", tile % (GROUP * num_n))
+            off_m = k.let("off_m", (first + local % rows) * BM)
+            off_n = k.let("off_n", local // rows * BN)
+            k.zero_acc("acc", "BM", "BN", layout=acc_layout)
+            with k.loop("kk", 0, cdiv(K, BK), counter="it") as (kk, it):
+                s = it % lds_stages
+                k.load_tile("a_regs", "a_ptr", (off_m, kk * BK), K, ("BM", "BK"), blk_a)
+                k.load_tile("b_regs", "b_ptr", (kk * BK, off_n), N, ("BK", "BN"), blk_b)
+                if lds_stages == 1:
+                    k.barrier()  # the previous step's MFMAs have read the only stage
+                k.store_regs("a_lds", "a_regs", s)
+                k.store_regs("b_lds", "b_regs", s)
+                k.barrier()  # the stores are visible to every warp
+                k.mfma("acc", "a_lds", s, "b_lds", s)
+            k.store_tile("c_ptr", "acc", (off_m, off_n), N)
+    return k.build()

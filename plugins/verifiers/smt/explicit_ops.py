@@ -1,0 +1,1078 @@
+"""Thread-level invariants of explicit-level kernels (`argus_core.ir.explicit`), with z3.
+
+What is proved, for every iteration counter value `it >= 0` (z3 over the symbolic
+counter, the kernel's constexprs fixed):
+
+- **ring protocol** (per ring written by TMA and read by wgmma): the write and every read
+  of iteration `it` use stage `it % STAGES` and the write completes on that stage's
+  barrier; the reader waits on that barrier, before the read, for the phase of parity
+  `(it // STAGES) % 2` (the write of iteration `it` is that barrier's `it // STAGES`-th
+  completion); the reader releases the same stage only after its MMAs reading it have
+  completed (`WgmmaWait` leaves none of them in flight); the writer waits, before writing,
+  for the release of iteration `it - STAGES`, parity `(it // STAGES + 1) % 2` (a fresh
+  barrier passes parity 1, so the first round does not wait); the `Expect` before the
+  copies announces exactly the bytes of the copies that complete on that barrier; the
+  writer's and reader's loop nests iterate the same space (else their counters differ).
+- **fragment tags** (per wgmma): both operands hold the same reduction indices: the K
+  coordinate of the A block (axis 1) equals that of the B block (axis 0) for every loop
+  iteration, and their K extents agree; per lane, the lane of the m64nNk16 A fragment
+  holding reduction index k is `4 * (m % 8) + (k % 8) // 2`, which counterexamples name.
+- **shared layouts**: a buffer's swizzle agrees with the descriptors that TMA-copy it:
+  z3 looks for an element whose byte address differs between the two swizzles.
+- **shared-memory races** (program order, each loop body run twice for the back edge):
+  registers written to a buffer while a TMA store may still read it (no `StoreWait(0)`),
+  a TMA store of a buffer whose generic writes are not fenced (`FenceAsyncShared`), an
+  accumulator read while wgmmas on it are in flight, a TMA store in flight at exit, and an
+  accumulator layout whose warps are not the partition's (threads that do not exist, or
+  two threads owning one element).
+
+Every counterexample names its kind, the program point, and where it applies the
+iteration, stage, phase, element, shared address, warp and lane.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import z3
+
+from argus_core.ir import explicit as x
+from argus_core.ir.expr import IntLike, Sym, to_source, to_z3
+from argus_core.layout.linear import blocked
+from argus_core.types import VerifyReport
+
+
+@dataclass
+class _Ctx:
+    kernel: x.ExplicitKernel
+    consts: dict[str, int]
+    found: list[dict[str, Any]] = field(default_factory=list)
+    assertions: int = 0
+
+    def report(self, kind: str, op: x.XOp | None, message: str, **detail: Any) -> None:
+        point = op.point if op is not None else ""
+        entry = {"kind": kind, "point": point, "message": message, **detail}
+        if entry not in self.found:
+            self.found.append(entry)
+
+
+@dataclass
+class _Site:
+    """An op inside the innermost counted loop of a partition."""
+
+    part: x.Partition
+    loop: x.Loop
+    nest: tuple[x.Loop, ...]
+    index: int
+    op: x.XOp
+
+
+def verify_explicit(kernel: x.ExplicitKernel, consts: dict[str, int] | None = None) -> VerifyReport:
+    """Check every invariant in the module docstring; `verified` when none fails."""
+    start = time.perf_counter()
+    ctx = _Ctx(kernel, {**kernel.consts, **(consts or {})})
+    _check_layouts(ctx)
+    _check_rings(ctx)
+    _check_single_buffers(ctx)
+    _check_barrier_counts(ctx)
+    _check_races(ctx)
+    _check_lds(ctx)
+    status = "violated" if ctx.found else "verified"
+    summary = (
+        f"{kernel.name}: {ctx.assertions} thread-level obligations proved"
+        if not ctx.found
+        else f"{kernel.name}: {len(ctx.found)} violations, first: {ctx.found[0]['kind']} at "
+        f"{ctx.found[0]['point']}: {ctx.found[0]['message']}"
+    )
+    return VerifyReport(
+        status=status,
+        counterexamples=ctx.found,
+        assertions=ctx.assertions,
+        seconds=time.perf_counter() - start,
+        summary=summary,
+    )
+
+
+# ------------------------------------------------------------------ z3 helpers
+
+
+def _env(ctx: _Ctx, syms: set[Sym]) -> dict[str, Any]:
+    env: dict[str, Any] = {}
+    for s in syms:
+        env[s.name] = ctx.consts[s.name] if s.name in ctx.consts else z3.Int(s.name)
+    return env
+
+
+def _syms(*es: IntLike) -> set[Sym]:
+    out: set[Sym] = set()
+    for e in es:
+        out |= x.expr_syms(e)
+    return out
+
+
+def _lets(ctx: _Ctx, part: x.Partition) -> dict[Sym, IntLike]:
+    """Scalar `Let`s of a partition, to substitute into the expressions that use them."""
+    return {Sym(op.name, "scalar"): op.value for op in x.walk(part.body) if isinstance(op, x.Let)}
+
+
+def _expand(e: IntLike, lets: dict[Sym, IntLike]) -> IntLike:
+    for _ in range(4):
+        if isinstance(e, int) or not (x.expr_syms(e) & set(lets)):
+            return e
+        e = e.subs(lets)
+    return e
+
+
+def _counterexample(
+    ctx: _Ctx, lhs: IntLike, rhs: IntLike, assume: list[Any] | None = None
+) -> dict[str, int] | None:
+    """A model (symbol -> value) where lhs != rhs, with every loop symbol >= 0 and every
+    shape symbol >= 1; None when lhs == rhs is proved."""
+    ctx.assertions += 1
+    syms = _syms(lhs, rhs)
+    env = _env(ctx, syms)
+    solver = z3.Solver()
+    solver.set("timeout", 2000)
+    for s in syms:
+        if s.name in ctx.consts:
+            continue
+        solver.add(env[s.name] >= (1 if s.kind == "shape" else 0))
+    for a in assume or []:
+        solver.add(a(env))
+    solver.add(to_z3(lhs, env) != to_z3(rhs, env))
+    if solver.check() != z3.sat:
+        return None
+    model = solver.model()
+    return {
+        s.name: model.eval(env[s.name], model_completion=True).as_long()
+        for s in syms
+        if s.name not in ctx.consts
+    }
+
+
+def _src(e: IntLike) -> str:
+    return to_source(e)
+
+
+# ------------------------------------------------------------------ ring protocol
+
+
+def _sites(part: x.Partition) -> list[_Site]:
+    out: list[_Site] = []
+
+    def go(body: tuple[x.XOp, ...], nest: tuple[x.Loop, ...]) -> None:
+        for op in body:
+            if isinstance(op, x.Loop):
+                inner = (*nest, op)
+                if op.counter is not None:
+                    out.extend(_Site(part, op, inner, i, o) for i, o in enumerate(op.body))
+                go(op.body, inner)
+
+    go(part.body, ())
+    return out
+
+
+def _nest_key(nest: tuple[x.Loop, ...]) -> tuple[Any, ...]:
+    return tuple((lp.var.name, repr(lp.start), repr(lp.stop), repr(lp.step)) for lp in nest)
+
+
+def _check_rings(ctx: _Ctx) -> None:
+    k = ctx.kernel
+    sites = [s for p in k.partitions for s in _sites(p)]
+    lets = {p.name: _lets(ctx, p) for p in k.partitions}
+    for ring in k.shared:  # a buffer TMA-written in a counted loop is a ring (any depth)
+        stages = k.const(ring.stages, ctx.consts)
+        writes = [s for s in sites if isinstance(s.op, x.TmaLoad) and s.op.dst == ring.name]
+        reads = [
+            (s, st)
+            for s in sites
+            if isinstance(s.op, x.Wgmma)
+            for name, st in ((s.op.a, s.op.a_stage), (s.op.b, s.op.b_stage))
+            if name == ring.name
+        ]
+        if not writes or not reads:
+            continue
+        for w in writes:
+            it = w.loop.counter
+            _stage_is(ctx, w.op, w.op.stage, it, stages, f"TMA write of {ring.name}")
+            _check_writer(ctx, w, ring, stages, lets[w.part.name])
+        bar = writes[0].op.bar
+        for r, stage in reads:
+            it = r.loop.counter
+            if _nest_key(r.nest) != _nest_key(writes[0].nest):
+                ctx.report(
+                    "iteration-space",
+                    r.op,
+                    f"{r.part.name} reads {ring.name} in loops {_nest_key(r.nest)} but "
+                    f"{writes[0].part.name} writes it in {_nest_key(writes[0].nest)}: their "
+                    "iteration counters, hence stages and phases, disagree",
+                )
+                continue
+            _stage_is(ctx, r.op, stage, it, stages, f"wgmma read of {ring.name}")
+            _check_reader(ctx, r, ring, stage, stages, bar, _release_bars(writes[0]))
+
+
+def _release_bars(w: _Site) -> set[str]:
+    """The barriers a ring's writer waits on before its copy, besides the one the copy
+    completes on: where the readers must release the stage."""
+    return {op.bar for op in _before(w, lambda op: isinstance(op, x.Wait)) if op.bar != w.op.bar}
+
+
+def _check_barrier_counts(ctx: _Ctx) -> None:
+    """Each barrier's init count equals the arrivals one phase gets: one per Expect (the
+    expecting thread arrives) and one per Arrive, per loop iteration where they are in a
+    counted loop, else in the whole partition."""
+    k = ctx.kernel
+    for b in k.barriers:
+        per_body: list[tuple[int, x.XOp]] = []
+        for p in k.partitions:
+            bodies = [
+                op.body
+                for op in x.walk(p.body)
+                if isinstance(op, x.Loop) and op.counter is not None
+            ]
+            top = [op for op in x.walk(p.body) if not any(op in body for body in bodies)]
+            for body in [*bodies, tuple(top)]:
+                ops = [
+                    op for op in body if isinstance(op, x.Expect | x.Arrive) and op.bar == b.name
+                ]
+                if ops:
+                    per_body.append((len(ops), ops[0]))
+        ctx.assertions += 1
+        for n, first in per_body:
+            if n != b.count:
+                ctx.report(
+                    "barrier-count",
+                    first,
+                    f"barrier array {b.name} is initialised with count={b.count} but gets {n} "
+                    f"arrival(s) per phase here: its phases "
+                    f"{'never complete (hang)' if n < b.count else 'complete early (race)'}",
+                    barrier=b.name,
+                    count=b.count,
+                    arrivals=n,
+                )
+
+
+def _check_single_buffers(ctx: _Ctx) -> None:
+    """A buffer loaded once by TMA (outside counted loops) is read by a wgmma only after a
+    Wait on the barrier its copy completes on, earlier in the reader's program order."""
+    k = ctx.kernel
+    in_loops = {s.op.dst for p in k.partitions for s in _sites(p) if isinstance(s.op, x.TmaLoad)}
+    loads = {
+        op.dst: op for _, op in k.ops() if isinstance(op, x.TmaLoad) and op.dst not in in_loops
+    }
+    for p in k.partitions:
+        waited: set[str] = set()
+        for op in x.walk(p.body):
+            if isinstance(op, x.Wait):
+                waited.add(op.bar)
+            if not isinstance(op, x.Wgmma):
+                continue
+            for name, stage in ((op.a, op.a_stage), (op.b, op.b_stage)):
+                load = loads.get(name)
+                if stage is None or load is None:
+                    continue
+                ctx.assertions += 1
+                if load.bar not in waited:
+                    ctx.report(
+                        "missing-wait",
+                        op,
+                        f"wgmma reads {name} without waiting on {load.bar}, the barrier its TMA "
+                        f"copy at {load.point} completes on (a read of shared memory the copy may "
+                        "not have written yet)",
+                        barrier=load.bar,
+                    )
+
+
+def _stage_is(ctx: _Ctx, op: x.XOp, stage: IntLike, it: Sym, stages: int, what: str) -> bool:
+    cex = _counterexample(ctx, stage, it % stages)
+    if cex is None:
+        return True
+    env = {**cex, **ctx.consts}
+    ctx.report(
+        "wrong-stage",
+        op,
+        f"{what} uses stage {_src(stage)} = {_eval(stage, env)} at iteration {it.name}="
+        f"{cex.get(it.name, 0)}, but that iteration's data is in stage {it.name} % {stages} = "
+        f"{cex.get(it.name, 0) % stages}",
+        iteration=cex.get(it.name, 0),
+        stage=_eval(stage, env),
+        expected_stage=cex.get(it.name, 0) % stages,
+        values=cex,
+    )
+    return False
+
+
+def _eval(e: IntLike, env: dict[str, int]) -> int:
+    if isinstance(e, int):
+        return e
+    full = {s.name: env.get(s.name, 0) for s in x.expr_syms(e)}
+    return int(e.evaluate(full))
+
+
+def _before(site: _Site, pred) -> list[x.XOp]:
+    return [op for op in site.loop.body[: site.index] if pred(op)]
+
+
+def _after(site: _Site, pred) -> list[x.XOp]:
+    return [op for op in site.loop.body[site.index + 1 :] if pred(op)]
+
+
+def _check_reader(
+    ctx: _Ctx,
+    r: _Site,
+    ring: x.Shared,
+    stage: IntLike,
+    stages: int,
+    bar: str,
+    release_bars: set[str],
+) -> None:
+    it = r.loop.counter
+    waits = _before(r, lambda op: isinstance(op, x.Wait) and op.bar == bar)
+    if not waits:
+        ctx.report(
+            "missing-wait",
+            r.op,
+            f"wgmma reads {ring.name}[{_src(stage)}] without waiting on {bar}: the TMA write "
+            "of this iteration may not have arrived (shared-memory race with the async proxy)",
+            barrier=bar,
+        )
+    else:
+        wait = waits[-1]
+        if _stage_is(ctx, wait, wait.stage, it, stages, f"wait on {bar}"):
+            _phase_is(ctx, wait, wait.phase, it, it // stages % 2, stages, "reader")
+    # release: an Arrive after the read, on the barrier the writer waits on
+    for early in _before(r, lambda op: isinstance(op, x.Arrive) and op.bar in release_bars):
+        if _same_somewhere(ctx, early.stage, stage) is not None:
+            ctx.report(
+                "release-before-complete",
+                early,
+                f"stage {_src(early.stage)} of {ring.name} is released before the wgmma at "
+                f"{r.op.point} reads it: the producer may overwrite it first (race)",
+            )
+    for wrong in _after(r, lambda op: isinstance(op, x.Arrive) and op.bar not in release_bars):
+        ctx.report(
+            "wrong-barrier",
+            wrong,
+            f"this release arrives on {wrong.bar}, but the producer of {ring.name} waits on "
+            f"{', '.join(sorted(release_bars)) or 'no barrier'}: the stage is never "
+            "released (hang) and the other barrier's phases are corrupted",
+            barrier=wrong.bar,
+        )
+    release = _after(r, lambda op: isinstance(op, x.Arrive) and op.bar in release_bars)
+    if not release:
+        ctx.report(
+            "missing-release",
+            r.op,
+            f"{ring.name}[{_src(stage)}] is never released after this read: the producer "
+            f"waits for it forever once the ring wraps (after {stages} iterations)",
+        )
+        return
+    arrive = release[0]
+    body = r.loop.body
+    pos = body.index(arrive)
+    if _counterexample(ctx, arrive.stage, it % stages) is None:
+        # releases its own iteration's stage: the read must have completed by now
+        if arrive.pred is not None and _can_be(ctx, arrive.pred, False, r.loop):
+            ctx.report(
+                "missing-release",
+                arrive,
+                f"the release is predicated on {_src(arrive.pred)}, which can be false: "
+                "that iteration's stage is never released",
+            )
+        flying = _in_flight([("cur", op) for op in body[:pos]])
+        if ("cur", r.op) in flying:
+            _report_early_release(ctx, arrive, ring, r.op, flying)
+        return
+    if _counterexample(ctx, arrive.stage, (it + stages - 1) % stages) is not None:
+        _stage_is(ctx, arrive, arrive.stage, it, stages, f"release on {arrive.bar}")
+        return
+    # one behind: iteration it releases iteration it - 1, never at the loop's first step
+    first = r.loop.var.eq(r.loop.start)
+    if (
+        arrive.pred is None
+        or _can_be(ctx, arrive.pred, True, r.loop, first)
+        or _can_be(ctx, arrive.pred, False, r.loop, r.loop.var.ne(r.loop.start))
+    ):
+        ctx.report(
+            "double-release",
+            arrive,
+            f"releasing stage {_src(arrive.stage)} (iteration {it.name} - 1) must be skipped "
+            f"exactly at the first step of loop {r.loop.var.name} "
+            f"(pred {r.loop.var.name} != {_src(r.loop.start)}); with pred "
+            f"{'None' if arrive.pred is None else _src(arrive.pred)} a stage is released twice "
+            "or never, and the producer's phases run ahead of the consumers (overwrite race)",
+        )
+    flying = _in_flight([("prev", op) for op in body] + [("cur", op) for op in body[:pos]])
+    if ("prev", r.op) in flying:
+        _report_early_release(ctx, arrive, ring, r.op, flying)
+    # the loop's last iteration is released after the loop
+    parent = r.nest[-2].body if len(r.nest) > 1 else r.part.body
+    after = parent[parent.index(r.loop) + 1 :]
+    tail = [op for op in after if isinstance(op, x.Arrive) and op.bar == arrive.bar]
+    if not tail:
+        ctx.report(
+            "missing-release",
+            r.loop,
+            f"the stage of the last iteration of loop {r.loop.var.name} is never released "
+            f"(no Arrive on {arrive.bar} after the loop): the producer waits for it forever",
+        )
+        return
+    last = tail[0]
+    # after the loop the counter is one past the last iteration
+    if _counterexample(ctx, last.stage, (it + stages - 1) % stages) is not None:
+        cex = _counterexample(ctx, last.stage, (it + stages - 1) % stages) or {}
+        ctx.report(
+            "wrong-stage",
+            last,
+            f"after loop {r.loop.var.name} the counter {it.name} is one past its last iteration, "
+            f"whose stage is ({it.name} + {stages} - 1) % {stages}; this release uses "
+            f"{_src(last.stage)} (e.g. {it.name}={cex.get(it.name, 0)})",
+            values=cex,
+        )
+    flying = _in_flight(
+        [("last", op) for op in body] + [("after", op) for op in after[: after.index(last)]]
+    )
+    if ("last", r.op) in flying:
+        _report_early_release(ctx, last, ring, r.op, flying)
+
+
+def _in_flight(seq: list[tuple[str, x.XOp]]) -> list[tuple[str, x.XOp]]:
+    """The wgmma instances still running at the end of `seq` (each WgmmaWait(p) leaves
+    the last p issued)."""
+    flying: list[tuple[str, x.XOp]] = []
+    for tag, op in seq:
+        if isinstance(op, x.Wgmma):
+            flying.append((tag, op))
+        elif isinstance(op, x.WgmmaWait):
+            flying = flying[len(flying) - op.pending :] if op.pending else []
+    return flying
+
+
+def _report_early_release(ctx: _Ctx, arrive: x.Arrive, ring: x.Shared, read: x.XOp, flying) -> None:
+    ctx.report(
+        "release-before-complete",
+        arrive,
+        f"stage {_src(arrive.stage)} of {ring.name} is released while the wgmma at "
+        f"{read.point} that reads it may still run ({len(flying)} in flight): the producer "
+        "may overwrite it mid-read (race); retire it with WgmmaWait first",
+        in_flight=[op.point for _, op in flying],
+    )
+
+
+def _can_be(ctx: _Ctx, pred: Any, value: bool, loop: x.Loop, assume: Any = None) -> bool:
+    """Whether `pred` can evaluate to `value` for some iteration of `loop` (var >= start,
+    var < stop) where `assume` holds."""
+    ctx.assertions += 1
+    conds = [pred, loop.var >= loop.start, loop.var < loop.stop] + (
+        [assume] if assume is not None else []
+    )
+    syms = _syms(*conds)
+    env = _env(ctx, syms)
+    solver = z3.Solver()
+    solver.set("timeout", 2000)
+    for sy in syms:
+        if sy.name not in ctx.consts:
+            solver.add(env[sy.name] >= (1 if sy.kind == "shape" else 0))
+    p = to_z3(pred, env)
+    p = p if z3.is_bool(p) else p != 0
+    solver.add(p if value else z3.Not(p))
+    for c in conds[1:]:
+        t = to_z3(c, env)
+        solver.add(t if z3.is_bool(t) else t != 0)
+    return solver.check() == z3.sat
+
+
+def _phase_is(
+    ctx: _Ctx, op: x.XOp, phase: IntLike, it: Sym, expected: IntLike, stages: int, role: str
+) -> None:
+    cex = _counterexample(ctx, phase, expected)
+    if cex is None:
+        return
+    i = cex.get(it.name, 0)
+    env = {**cex, **ctx.consts}
+    ctx.report(
+        "wrong-phase",
+        op,
+        f"{role} waits for phase parity {_src(phase)} = {_eval(phase, env)} at iteration "
+        f"{it.name}={i} (stage {i % stages}), but the completion it needs has parity "
+        f"{_src(expected)} = {_eval(expected, env)}",
+        iteration=i,
+        stage=i % stages,
+        phase=_eval(phase, env),
+        expected_phase=_eval(expected, env),
+        values=cex,
+    )
+
+
+def _check_writer(
+    ctx: _Ctx, w: _Site, ring: x.Shared, stages: int, lets: dict[Sym, IntLike]
+) -> None:
+    it = w.loop.counter
+    # the barrier consumers release on: the Arrive in a reader of this ring
+    releases = {
+        op.bar for p in ctx.kernel.partitions for op in x.walk(p.body) if isinstance(op, x.Arrive)
+    }
+    waits = _before(w, lambda op: isinstance(op, x.Wait) and op.bar in releases)
+    if not waits:
+        ctx.report(
+            "producer-overrun",
+            w.op,
+            f"TMA write of {ring.name}[{_src(w.op.stage)}] without waiting for the consumers' "
+            f"release: at iteration {it.name} >= {stages} it overwrites a stage still being read",
+        )
+    else:
+        wait = waits[-1]
+        if _stage_is(ctx, wait, wait.stage, it, stages, f"wait on {wait.bar}"):
+            _phase_is(ctx, wait, wait.phase, it, (it // stages + 1) % 2, stages, "producer")
+    expects = _before(w, lambda op: isinstance(op, x.Expect) and op.bar == w.op.bar)
+    if not expects:
+        ctx.report(
+            "missing-expect",
+            w.op,
+            f"no Expect on {w.op.bar} before this TMA copy: the barrier completes before the "
+            "bytes arrive",
+        )
+        return
+    exp = expects[-1]
+    if w.index != max(
+        i for i, op in enumerate(w.loop.body) if isinstance(op, x.TmaLoad) and op.bar == w.op.bar
+    ):
+        return  # check the byte count once per barrier, at its last copy
+    copies = [op for op in w.loop.body if isinstance(op, x.TmaLoad) and op.bar == w.op.bar]
+    if sorted(exp.descs) != sorted(op.desc for op in copies):
+        got = sum(_block_bytes(ctx, d) for d in exp.descs)
+        need = sum(_block_bytes(ctx, op.desc) for op in copies)
+        ctx.report(
+            "wrong-expect-bytes",
+            exp,
+            f"Expect announces {got} bytes ({', '.join(exp.descs)}) but the copies completing "
+            f"on {w.op.bar} bring {need} ({', '.join(op.desc for op in copies)}): the phase "
+            "completes early (race) or never (hang)",
+            expected_bytes=need,
+            announced_bytes=got,
+        )
+    else:
+        _stage_is(ctx, exp, exp.stage, it, stages, f"expect on {exp.bar}")
+
+
+def _block_bytes(ctx: _Ctx, desc: str) -> int:
+    d = ctx.kernel.desc(desc)
+    rows, cols = (ctx.kernel.const(b, ctx.consts) for b in d.block)
+    return rows * cols * x.DTYPES[d.dtype] // 8
+
+
+# ------------------------------------------------------------------ fragment tags
+
+
+def _check_fragments(ctx: _Ctx) -> None:
+    """Per wgmma: the reduction-index tags of A and B agree (and their extents); the rows
+    and columns of a stored accumulator are the rows of A and the columns of B."""
+    k = ctx.kernel
+    writes: dict[str, tuple[x.TmaLoad, dict[Sym, IntLike]]] = {}
+    for p in k.partitions:
+        lets = _lets(ctx, p)
+        for op in x.walk(p.body):
+            if isinstance(op, x.TmaLoad):
+                writes[op.dst] = (op, lets)
+    mmas = {op.acc: op for _, op in k.ops() if isinstance(op, x.Wgmma)}
+    softmax = {op.p: op for _, op in k.ops() if isinstance(op, x.OnlineSoftmax)}
+    for p in k.partitions:
+        for op in x.walk(p.body):
+            if isinstance(op, x.Wgmma):
+                tags = _mma_tags(ctx, op, writes, mmas, softmax)
+                if tags is not None:
+                    _compare_k(ctx, op, tags)
+                    _check_output_tags(ctx, p, op, tags)
+                _check_acc_shape(ctx, op, softmax)
+
+
+def _b_axes(op: x.Wgmma) -> tuple[int, int]:
+    """(reduction axis, column axis) of B's shared block."""
+    return (1, 0) if op.b_trans else (0, 1)
+
+
+def _mma_tags(ctx, op, writes, mmas, softmax) -> dict[str, Any] | None:
+    """Tags (global coordinates of element 0, extent, where) of A's rows and K and of B's
+    K and columns, following a register A back through OnlineSoftmax to its scores."""
+    k = ctx.kernel
+    if op.b not in writes:
+        return None
+    wb, lb = writes[op.b]
+    kb_axis, nb_axis = _b_axes(op)
+    db = k.desc(wb.desc)
+    tags: dict[str, Any] = {
+        "k_b": (_expand(wb.coords[kb_axis], lb), k.const(db.block[kb_axis], ctx.consts), wb.point),
+        "col": (_expand(wb.coords[nb_axis], lb), wb.point),
+    }
+    if op.a_stage is not None:
+        if op.a not in writes:
+            return None
+        wa, la = writes[op.a]
+        da = k.desc(wa.desc)
+        tags["k_a"] = (_expand(wa.coords[1], la), k.const(da.block[1], ctx.consts), wa.point)
+        tags["row"] = (_expand(wa.coords[0], la), wa.point)
+        return tags
+    sm = softmax.get(op.a)
+    src = mmas.get(sm.s_acc) if sm is not None else None
+    if src is None:
+        return None
+    inner = _mma_tags(ctx, src, writes, mmas, softmax)
+    if inner is None:
+        return None
+    # P's column j is the score of the key in column j of the scores: B's column tag there
+    col, where = inner["col"]
+    wsrc = writes[src.b][0]
+    extent = k.const(k.desc(wsrc.desc).block[_b_axes(src)[1]], ctx.consts)
+    tags["k_a"] = (col, extent, where)
+    tags["row"] = inner.get("row")
+    return tags
+
+
+def _check_acc_shape(ctx: _Ctx, op: x.Wgmma, softmax: dict[str, x.OnlineSoftmax]) -> None:
+    """The accumulator's layout is the wgmma's: (rows of A) x (columns of B) with the
+    instruction N equal to B's column extent; a register A is in the dot-operand layout of
+    this very accumulator (OnlineSoftmax converts P against `o`)."""
+    k = ctx.kernel
+    zero = next((o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == op.acc), None)
+    if zero is None or not isinstance(zero.layout, x.WgmmaAcc):
+        return
+    ctx.assertions += 1
+    b = k.buffer(op.b)
+    cols = k.const(b.block[_b_axes(op)[1]], ctx.consts)
+    rows_a = None
+    if op.a_stage is not None:
+        rows_a = k.const(k.buffer(op.a).block[0], ctx.consts)
+    elif op.a in softmax:
+        sm = softmax[op.a]
+        if sm.o != op.acc:
+            ctx.report(
+                "fragment-layout",
+                op,
+                f"{op.a} was converted to the A-operand layout of {sm.o} (at {sm.point}) but "
+                f"this wgmma accumulates into {op.acc}: per lane the registers hold other rows "
+                "and k than the instruction reads",
+            )
+    got = (k.const(zero.rows, ctx.consts), k.const(zero.cols, ctx.consts))
+    if got[1] != cols or (rows_a is not None and got[0] != rows_a):
+        ctx.report(
+            "fragment-layout",
+            op,
+            f"accumulator {op.acc} is laid out for a {got[0]}x{got[1]} tile (wgmma instruction N "
+            f"= {got[1]}, at {zero.point}) but this wgmma produces "
+            f"{rows_a if rows_a is not None else got[0]}x{cols}",
+            acc_shape=got,
+            mma_shape=(rows_a if rows_a is not None else got[0], cols),
+        )
+
+
+def _compare_k(ctx: _Ctx, op: x.Wgmma, tags: dict[str, Any]) -> None:
+    (tag_a, ka, where_a), (tag_b, kb, where_b) = tags["k_a"], tags["k_b"]
+    if ka != kb:
+        ctx.report(
+            "fragment-tag",
+            op,
+            f"A spans {ka} reduction indices, B {kb}: per lane the MMA pairs A and B elements "
+            "of different k",
+            k_a=ka,
+            k_b=kb,
+        )
+        return
+    cex = _counterexample(ctx, tag_a, tag_b)
+    if cex is None:
+        return
+    env = {**cex, **ctx.consts}
+    ta, tb = _eval(tag_a, env), _eval(tag_b, env)
+    ctx.report(
+        "fragment-tag",
+        op,
+        f"reduction-index tags disagree at {cex}: A's K axis holds k = {_src(tag_a)} + j = "
+        f"{ta} + j, j < {ka} (from {where_a}), B's holds k = {_src(tag_b)} + j = {tb} + j "
+        f"(from {where_b}); e.g. warp 0, lane 0, register 0 (the m64nNk16 fragment element "
+        f"m=0, k=0) multiplies A[0, k={ta}] by B[k={tb}, 0]",
+        values=cex,
+        warp=0,
+        lane=0,
+        register=0,
+        k_a=ta,
+        k_b=tb,
+    )
+
+
+def _check_output_tags(ctx: _Ctx, part: x.Partition, mma: x.Wgmma, tags: dict[str, Any]) -> None:
+    """The tile a partition stores from `mma.acc` sits at A's rows and B's columns (each
+    partition computes its tile offsets itself)."""
+    lets_c = _lets(ctx, part)
+    written = {
+        op.dst
+        for op in x.walk(part.body)
+        if isinstance(op, x.StoreShared | x.NormalizeStore)
+        and (op.acc if isinstance(op, x.StoreShared) else op.o) == mma.acc
+    }
+    stores = [op for op in x.walk(part.body) if isinstance(op, x.TmaStore) and op.src in written]
+    for st in stores:
+        for axis, key, what in ((0, "row", "row"), (1, "col", "column")):
+            if tags.get(key) is None:
+                continue
+            src, where = tags[key]
+            dst = _expand(st.coords[axis], lets_c)
+            cex = _counterexample(ctx, src, dst)
+            if cex is not None:
+                env = {**cex, **ctx.consts}
+                ctx.report(
+                    "output-tag",
+                    st,
+                    f"the tile stored at {what} {_src(st.coords[axis])} = {_eval(dst, env)} was "
+                    f"computed from the {what}s {_eval(src, env)}... loaded at {where} "
+                    f"(e.g. {cex}): producer and consumer disagree on the tile",
+                    values=cex,
+                )
+
+
+# ------------------------------------------------------------------ layouts
+
+
+def _swizzled(addr, swizzle: int):
+    if swizzle == 0:
+        return addr
+    bits = {32: 1, 64: 3, 128: 7}[swizzle]
+    return addr ^ ((z3.LShR(addr, 7) & bits) << 4)
+
+
+def _check_layouts(ctx: _Ctx) -> None:
+    k = ctx.kernel
+    for p, op in k.ops():
+        if isinstance(op, x.TmaLoad | x.TmaStore):
+            buf = k.buffer(op.dst if isinstance(op, x.TmaLoad) else op.src)
+            d = k.desc(op.desc)
+            _same_layout(ctx, op, d, buf)
+        if isinstance(op, x.ZeroAcc):
+            warps = op.layout.warps[0] * op.layout.warps[1]
+            if warps != p.warps:
+                ctx.report(
+                    "layout-warps",
+                    op,
+                    f"accumulator layout spreads over {warps} warps but partition {p.name} has "
+                    f"{p.warps}: warps {p.warps}..{warps - 1} own rows no thread computes"
+                    if warps > p.warps
+                    else f"accumulator layout spreads over {warps} warps but partition {p.name} "
+                    f"has {p.warps}: warps {warps}..{p.warps - 1} duplicate rows, two threads "
+                    "store each element (race)",
+                    warp=min(warps, p.warps),
+                )
+    _check_fragments(ctx)
+
+
+def _same_layout(ctx: _Ctx, op: x.XOp, d: x.Desc, buf: x.Shared) -> None:
+    rows, cols = (ctx.kernel.const(b, ctx.consts) for b in buf.block)
+    ebytes = x.DTYPES[buf.dtype] // 8
+    if d.layout == buf.layout and tuple(d.block) == tuple(buf.block) and d.dtype == buf.dtype:
+        ctx.assertions += 1
+        return
+    r, c = z3.BitVec("row", 32), z3.BitVec("col", 32)
+    addr = r * (cols * ebytes) + c * ebytes
+    solver = z3.Solver()
+    solver.add(z3.ULT(r, rows), z3.ULT(c, cols))
+    solver.add(_swizzled(addr, d.layout.swizzle_bytes) != _swizzled(addr, buf.layout.swizzle_bytes))
+    ctx.assertions += 1
+    if solver.check() == z3.sat:
+        m = solver.model()
+        row, col = m[r].as_long(), m[c].as_long()
+        a = row * cols * ebytes + col * ebytes
+
+        def sw(v: int, s: int) -> int:
+            return v if s == 0 else v ^ (((v >> 7) & {32: 1, 64: 3, 128: 7}[s]) << 4)
+
+        ctx.report(
+            "wrong-swizzle",
+            op,
+            f"{d.name} moves {buf.name} with a {d.layout.swizzle_bytes}B swizzle but the buffer "
+            f"is laid out with {buf.layout.swizzle_bytes}B: element ({row}, {col}) is at shared "
+            f"byte {sw(a, d.layout.swizzle_bytes)} for TMA and {sw(a, buf.layout.swizzle_bytes)} "
+            "for its other accessors",
+            element=(row, col),
+            address=sw(a, d.layout.swizzle_bytes),
+            other_address=sw(a, buf.layout.swizzle_bytes),
+        )
+    elif d.layout != buf.layout or tuple(d.block) != tuple(buf.block):
+        ctx.report(
+            "layout-mismatch",
+            op,
+            f"{d.name} ({d.block}, {d.layout}) and {buf.name} ({buf.block}, {buf.layout}) differ",
+        )
+
+
+# ------------------------------------------------------------------ races (program order)
+
+
+@dataclass
+class _State:
+    stores_reading: dict[str, str] = field(default_factory=dict)  # buffer -> TmaStore point
+    unfenced: dict[str, str] = field(default_factory=dict)  # buffer -> StoreShared point
+    mma_in_flight: dict[str, list[str]] = field(default_factory=dict)  # acc -> Wgmma points
+
+
+def _check_races(ctx: _Ctx) -> None:
+    for p in ctx.kernel.partitions:
+        st = _State()
+        _run(ctx, p, p.body, st)
+        for buf, point in st.stores_reading.items():
+            ctx.report(
+                "store-in-flight-at-exit",
+                _last(p.body),
+                f"partition {p.name} ends while the TMA store at {point} may still read "
+                f"{buf}: shared memory is released under it (missing StoreWait(0))",
+                buffer=buf,
+            )
+
+
+def _last(body: tuple[x.XOp, ...]) -> x.XOp | None:
+    return body[-1] if body else None
+
+
+def _run(ctx: _Ctx, part: x.Partition, body: tuple[x.XOp, ...], st: _State) -> None:
+    for op in body:
+        if isinstance(op, x.Loop):
+            for _ in range(2):  # the second pass sees the state the back edge carries
+                _run(ctx, part, op.body, st)
+        elif isinstance(op, x.Wgmma):
+            st.mma_in_flight.setdefault(op.acc, []).append(op.point)
+        elif isinstance(op, x.WgmmaWait):
+            pend = st.mma_in_flight.get(op.acc, [])
+            st.mma_in_flight[op.acc] = pend[len(pend) - op.pending :] if op.pending else []
+        elif isinstance(op, x.StoreShared | x.NormalizeStore):
+            acc = op.acc if isinstance(op, x.StoreShared) else op.o
+            if st.mma_in_flight.get(acc):
+                ctx.report(
+                    "acc-read-in-flight",
+                    op,
+                    f"{acc} is read while wgmma {st.mma_in_flight[acc][-1]} may still "
+                    "write it (missing WgmmaWait(0))",
+                )
+            if op.dst in st.stores_reading:
+                ctx.report(
+                    "shared-race",
+                    op,
+                    f"the {part.warps * 32} threads of {part.name} write {op.dst} while the TMA "
+                    f"store at {st.stores_reading[op.dst]} may still read it (no StoreWait(0) "
+                    "between): e.g. warp 0, lane 0 overwrites element (0, 0)",
+                    buffer=op.dst,
+                    warp=0,
+                    lane=0,
+                    element=(0, 0),
+                )
+            st.unfenced[op.dst] = op.point
+        elif isinstance(op, x.FenceAsyncShared):
+            st.unfenced.clear()
+        elif isinstance(op, x.TmaStore):
+            if op.src in st.unfenced:
+                ctx.report(
+                    "shared-race",
+                    op,
+                    f"TMA store reads {op.src} written by threads at {st.unfenced[op.src]} "
+                    "without FenceAsyncShared between: the async proxy may read stale data",
+                    buffer=op.src,
+                )
+            st.stores_reading[op.src] = op.point
+        elif isinstance(op, x.StoreWait):
+            if op.pending == 0:
+                st.stores_reading.clear()
+
+
+# ------------------------------------------------------------------ generic shared (LDS) path
+
+
+def _check_lds(ctx: _Ctx) -> None:
+    """Kernels that stage operands through shared memory with generic stores (CDNA3):
+    every pair of accesses to one buffer stage, at least one a write, by different threads,
+    must have a workgroup Barrier between them in program order; stores from a register
+    layout must not give one element to two threads; MFMA operands must agree on the
+    reduction index per lane (k_width) and in their global K coordinates (tags)."""
+    k = ctx.kernel
+    for p in k.partitions:
+        for site_loop in (
+            op for op in x.walk(p.body) if isinstance(op, x.Loop) and op.counter is not None
+        ):
+            _lds_races(ctx, site_loop)
+        loads = {op.dst: op for op in x.walk(p.body) if isinstance(op, x.LoadTile)}
+        stores = {op.dst: op for op in x.walk(p.body) if isinstance(op, x.StoreRegs)}
+        lets = _lets(ctx, p)
+        for op in x.walk(p.body):
+            if isinstance(op, x.LoadTile):
+                _owners_unique(ctx, op)
+            if isinstance(op, x.Mfma):
+                _mfma_lanes(ctx, op)
+                la, lb = (
+                    loads.get(stores[op.a].src) if op.a in stores else None,
+                    (loads.get(stores[op.b].src) if op.b in stores else None),
+                )
+                if la is None or lb is None:
+                    continue
+                ka, kb = (k.const(la.block[1], ctx.consts), k.const(lb.block[0], ctx.consts))
+                tag_a, tag_b = _expand(la.coords[1], lets), _expand(lb.coords[0], lets)
+                cex = _counterexample(ctx, tag_a, tag_b) if ka == kb else {}
+                if cex is not None:
+                    env = {**(cex or {}), **ctx.consts}
+                    ctx.report(
+                        "fragment-tag",
+                        op,
+                        f"A's K axis holds k = {_src(tag_a)} + j (j < {ka}) = {_eval(tag_a, env)} + j, "
+                        f"B's holds k = {_src(tag_b)} + j (j < {kb}) = {_eval(tag_b, env)} + j "
+                        f"(loaded at {la.point} and {lb.point}): the MFMA multiplies mismatched "
+                        "reduction indices",
+                        values=cex,
+                    )
+                for st in (
+                    o for o in x.walk(p.body) if isinstance(o, x.StoreTile) and o.acc == op.acc
+                ):
+                    for axis, ld in ((0, la), (1, lb)):
+                        src = _expand(ld.coords[axis], lets)
+                        cex = _counterexample(ctx, src, _expand(st.coords[axis], lets))
+                        if cex is not None:
+                            ctx.report(
+                                "output-tag",
+                                st,
+                                f"the tile stored at {_src(st.coords[axis])} (axis {axis}) was "
+                                f"computed from operands loaded at {_src(ld.coords[axis])} "
+                                f"({ld.point}), e.g. at {cex}",
+                                values=cex,
+                            )
+
+
+def _lds_accesses(body: tuple[x.XOp, ...]) -> list[tuple[int, x.XOp, str, IntLike, bool]]:
+    """(position, op, buffer, stage, is_write) of generic shared accesses in a loop body."""
+    out = []
+    for i, op in enumerate(body):
+        if isinstance(op, x.StoreRegs):
+            out.append((i, op, op.dst, op.stage, True))
+        elif isinstance(op, x.Mfma):
+            out += [(i, op, op.a, op.a_stage, False), (i, op, op.b, op.b_stage, False)]
+    return out
+
+
+def _lds_races(ctx: _Ctx, loop: x.Loop) -> None:
+    body = loop.body
+    it = loop.counter
+    barriers = [i for i, op in enumerate(body) if isinstance(op, x.Barrier)]
+    acc = _lds_accesses(body)
+    for p1, op1, buf1, st1, w1 in acc:
+        for p2, op2, buf2, st2, w2 in acc:
+            if buf1 != buf2 or not (w1 or w2) or op1 is op2:
+                continue
+            # op1 at iteration it, op2 at iteration it + d, with no barrier in between
+            between_same = any(p1 < b < p2 for b in barriers)
+            after1 = sum(1 for b in barriers if b > p1)
+            before2 = sum(1 for b in barriers if b < p2)
+            cases = []
+            if p1 < p2 and not between_same:
+                cases.append(0)
+            if after1 + before2 == 0:
+                cases.append(1)
+            if not barriers:
+                cases.append(2)
+            for d in cases:
+                nxt = st2 if isinstance(st2, int) else st2.subs({it: it + d}) if d else st2
+                same = _same_somewhere(ctx, st1, nxt)
+                if same is None:
+                    continue
+                i = same.get(it.name, 0)
+                stage = _eval(st1, {**same, **ctx.consts})
+                kind_ = (
+                    "write-after-read"
+                    if w2 and not w1
+                    else "read-after-write"
+                    if w1 and not w2
+                    else "write-after-write"
+                )
+                ctx.report(
+                    "shared-race",
+                    op2,
+                    f"{kind_} on {buf1}[{stage}]: {op1.point} at iteration {it.name}={i} and "
+                    f"{op2.point} at iteration {i + d} touch the same stage with no Barrier "
+                    f"between; the threads of warp 0 lane 0 that store element (0, 0) race with "
+                    "the other warps that read it as an MFMA operand",
+                    buffer=buf1,
+                    stage=stage,
+                    iteration=i,
+                    other_point=op1.point,
+                    warp=0,
+                    lane=0,
+                    element=(0, 0),
+                )
+                break
+
+
+def _same_somewhere(ctx: _Ctx, a: IntLike, b: IntLike) -> dict[str, int] | None:
+    """A model (loop symbols >= 0) where a == b, or None when they always differ."""
+    ctx.assertions += 1
+    syms = _syms(a, b)
+    env = _env(ctx, syms)
+    solver = z3.Solver()
+    solver.set("timeout", 2000)
+    for sy in syms:
+        if sy.name not in ctx.consts:
+            solver.add(env[sy.name] >= (1 if sy.kind == "shape" else 0))
+    solver.add(to_z3(a, env) == to_z3(b, env))
+    if solver.check() != z3.sat:
+        return None
+    m = solver.model()
+    return {
+        sy.name: m.eval(env[sy.name], model_completion=True).as_long()
+        for sy in syms
+        if sy.name not in ctx.consts
+    }
+
+
+def _owners_unique(ctx: _Ctx, op: x.LoadTile) -> None:
+    """No two threads hold (and then store to shared) one element of the tile."""
+
+    shape = [ctx.kernel.const(b, ctx.consts) for b in op.block]
+    lay = op.layout
+    ll = blocked(shape, lay.size_per_thread, lay.threads_per_warp, lay.warps, lay.order)
+    ctx.assertions += 1
+    if ll.is_injective():
+        return
+    for name in ("lane", "warp"):
+        for bit, vec in enumerate(ll.bases.get(name, ())):
+            if not any(vec):
+                ctx.report(
+                    "duplicate-owner",
+                    op,
+                    f"layout {lay} over the {shape} tile broadcasts: {name} {1 << bit} holds the "
+                    f"same elements as {name} 0 (e.g. element (0, 0)), so two threads store one "
+                    "shared element",
+                    **{name: 1 << bit},
+                    element=(0, 0),
+                )
+                return
+
+
+def _mfma_lanes(ctx: _Ctx, op: x.Mfma) -> None:
+    """Per lane, the MFMA 16x16x16 operand fragments hold k = (lane // 16) * k_width + r:
+    A and B must give each lane and register the same k."""
+    layout = next(
+        o.layout for _, o in ctx.kernel.ops() if isinstance(o, x.ZeroAcc) and o.acc == op.acc
+    )
+    if not isinstance(layout, x.MfmaAcc):
+        return
+    lane, reg = z3.Int("lane"), z3.Int("register")
+    kw_a, kw_b = layout.k_width_a, layout.k_width_b
+    solver = z3.Solver()
+    solver.add(lane >= 0, lane < 64, reg >= 0, reg < min(kw_a, kw_b))
+    solver.add((lane / 16) * kw_a + reg != (lane / 16) * kw_b + reg)
+    ctx.assertions += 1
+    if solver.check() == z3.sat:
+        m = solver.model()
+        ln, r = m[lane].as_long(), m[reg].as_long()
+        ctx.report(
+            "fragment-tag",
+            op,
+            f"lane {ln}, register {r}: the A fragment (k_width {kw_a}) holds k = "
+            f"{(ln // 16) * kw_a + r}, the B fragment (k_width {kw_b}) holds k = "
+            f"{(ln // 16) * kw_b + r}",
+            lane=ln,
+            register=r,
+            warp=0,
+        )

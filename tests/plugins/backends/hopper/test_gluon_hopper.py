@@ -1,0 +1,73 @@
+"""Hopper's Gluon lowering, cross-compiled for sm_90 with no GPU: the warp-specialized
+GEMM becomes SASS with warpgroup MMAs (HGMMA), TMA loads and no spills, at each tile
+configuration the benchmark times; a kernel that cannot compile reports the error."""
+
+from __future__ import annotations
+
+import pytest
+
+from argus_core.ir import explicit as x
+from argus_plugins.backends.hopper.gluon import compile_explicit
+from argus_plugins.backends.hopper.spec import H100
+from argus_plugins.kernels.gemm.kernel_explicit import build
+
+
+@pytest.mark.parametrize(
+    ("warps", "consts"),
+    [(4, {}), (8, {"BN": 256, "BK": 64, "STAGES": 3}), (4, {"BM": 128, "BN": 64, "STAGES": 5})],
+)
+@pytest.mark.parametrize("in_flight", [1, 0])
+def test_ws_gemm_cross_compiles_to_hgmma_and_tma(warps, consts, in_flight):
+    kernel = build(warps, in_flight)
+    report = compile_explicit(kernel, consts)
+    assert report.ok, report.error
+    assert report.target == "cuda:90" and report.asm_kind == "sass"
+    assert report.mma_count and report.mma_count > 0  # HGMMA in the SASS
+    assert report.instructions["hgmma"] == report.mma_count
+    assert report.instructions["utmaldg"] >= 2  # A and B by TMA
+    assert report.instructions["ldg"] == 0  # no plain global loads of operands
+    assert report.spills == 0
+    assert (
+        kernel.shared_bytes({**kernel.consts, **consts})
+        <= report.shared_bytes
+        <= H100.lds_bytes_per_cu
+    )
+
+
+def test_a_block_over_the_swizzle_width_fails_with_the_compilers_message():
+    kernel = build()
+    bad = x.replace_op(
+        kernel,
+        "mma/tile/5:ZeroAcc",
+        x.ZeroAcc("acc", "BM", "BN", x.WgmmaAcc((4, 1))),
+    ).with_consts(BN=512)  # wgmma N is at most 256
+    report = compile_explicit(bad)
+    assert not report.ok
+    assert report.error
+
+
+@pytest.mark.parametrize(("d", "causal"), [(128, False), (128, True), (64, False)])
+def test_ws_attention_cross_compiles_to_hgmma_and_tma(d, causal):
+    from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
+
+    report = compile_explicit(build_attention(d, causal))
+    assert report.ok, report.error
+    assert report.instructions["hgmma"] > 0  # both S = QK^T and O += PV
+    assert report.instructions["utmaldg"] >= 3  # Q, K, V by TMA
+    assert report.instructions["ldg"] == 0
+    assert report.spills == 0
+    assert report.shared_bytes <= H100.lds_bytes_per_cu
+
+
+def test_attention_lowering_reads_k_transposed_and_p_from_registers():
+    from argus_plugins.backends.hopper.gluon import lower
+    from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
+
+    src = lower(build_attention(128, causal=True))
+    assert "k_ring.index(it % STAGES).permute((1, 0)), s_acc, use_acc=False" in src
+    assert "o_acc = warpgroup_mma(p, v_ring.index(it % STAGES), o_acc, is_async=True)" in src
+    assert "(_cols[None, :] <= _rows[:, None])" in src  # the causal mask
+    # causal programs stop at the diagonal and start with the longest rows
+    assert "gl.minimum(gl.cdiv((gl.cdiv(S, BM) - 1 - gl.program_id(0) + 1) * BM, BN)" in src
+    for bar in ("q_bar", "k_ready", "v_ready", "kv_empty"):
+        assert f"mbarrier.init({bar}.index(_i), count=1)" in src

@@ -1,0 +1,487 @@
+"""Planted bugs at the explicit level: each a one-op mutation of the shipped warp-specialized
+GEMM (`plugins/kernels/gemm/kernel_explicit.py`), the invariant it breaks, and the program
+point the verifier must name. `mutate(kernel, bug)` applies one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from argus_core.ir import explicit as x
+from argus_core.ir.expr import Sym
+
+it = Sym("it", "loop", 0)
+kk = Sym("kk", "loop", 0)
+S = Sym("STAGES", "const", 1)
+BK = Sym("BK", "const", 1)
+off_m, off_n = Sym("off_m", "scalar"), Sym("off_n", "scalar")
+local, rows, BN = Sym("local", "scalar"), Sym("group_rows", "scalar"), Sym("BN", "const", 1)
+s = it % S
+
+
+@dataclass(frozen=True)
+class Bug:
+    name: str
+    point: str  # the op mutated (deleted when `new` is None; later points then shift)
+    new: x.XOp | None
+    kind: str  # the counterexample kind expected
+    at: str  # the program point it must name, in the mutated kernel
+    swizzle: int | None = None  # instead of an op: the ring's swizzle
+    base: str = "hopper"  # the kernel mutated: `kernel_for(bug)`
+    more: tuple[tuple[str, x.XOp | None], ...] = ()  # further (point, op) replacements
+    barrier_count: tuple[str, int] | None = None  # instead of an op: a barrier's init count
+
+
+BUGS = [
+    # ring stage / phase protocol, consumer side
+    Bug(
+        "consumer-phase-flip",
+        "mma/tile/kk/0:Wait",
+        x.Wait("ready", s, (it // S + 1) % 2),
+        "wrong-phase",
+        "mma/tile/kk/0:Wait",
+    ),
+    Bug(
+        "consumer-phase-constant",
+        "mma/tile/kk/0:Wait",
+        x.Wait("ready", s, 0),
+        "wrong-phase",
+        "mma/tile/kk/0:Wait",
+    ),
+    Bug(
+        "consumer-wait-wrong-stage",
+        "mma/tile/kk/0:Wait",
+        x.Wait("ready", (it + 1) % S, it // S % 2),
+        "wrong-stage",
+        "mma/tile/kk/0:Wait",
+    ),
+    Bug("consumer-missing-wait", "mma/tile/kk/0:Wait", None, "missing-wait", "mma/tile/kk/0:Wgmma"),
+    Bug(
+        "wgmma-reads-previous-stage",
+        "mma/tile/kk/1:Wgmma",
+        x.Wgmma("acc", "a_ring", s, "b_ring", (it + S - 1) % S),
+        "wrong-stage",
+        "mma/tile/kk/1:Wgmma",
+    ),
+    # releases
+    Bug(
+        "two-wgmmas-in-flight-at-release",
+        "mma/tile/kk/2:WgmmaWait",
+        x.WgmmaWait("acc", 2),
+        "release-before-complete",
+        "mma/tile/kk/3:Arrive",
+    ),
+    Bug(
+        "release-own-stage-in-flight",
+        "mma/tile/kk/3:Arrive",
+        x.Arrive("empty", s),
+        "release-before-complete",
+        "mma/tile/kk/3:Arrive",
+    ),
+    Bug(
+        "release-wrong-stage",
+        "mma/tile/kk/3:Arrive",
+        x.Arrive("empty", (it + 1) % S, kk > 0),
+        "wrong-stage",
+        "mma/tile/kk/3:Arrive",
+    ),
+    Bug(
+        "release-without-first-step-guard",
+        "mma/tile/kk/3:Arrive",
+        x.Arrive("empty", (it + S - 1) % S),
+        "double-release",
+        "mma/tile/kk/3:Arrive",
+    ),
+    Bug("missing-release", "mma/tile/kk/3:Arrive", None, "missing-release", "mma/tile/kk/1:Wgmma"),
+    Bug(
+        "missing-tail-release", "mma/tile/8:Arrive", None, "missing-release", "mma/tile/6:Loop(kk)"
+    ),
+    Bug(
+        "tail-release-before-wait",
+        "mma/tile/7:WgmmaWait",
+        None,
+        "release-before-complete",
+        "mma/tile/7:Arrive",
+    ),
+    Bug(
+        "tail-release-wrong-stage",
+        "mma/tile/8:Arrive",
+        x.Arrive("empty", s),
+        "wrong-stage",
+        "mma/tile/8:Arrive",
+    ),
+    # producer side
+    Bug(
+        "producer-missing-wait",
+        "load/tile/kk/0:Wait",
+        None,
+        "producer-overrun",
+        "load/tile/kk/1:TmaLoad",
+    ),
+    Bug(
+        "producer-phase-not-flipped",
+        "load/tile/kk/0:Wait",
+        x.Wait("empty", s, it // S % 2),
+        "wrong-phase",
+        "load/tile/kk/0:Wait",
+    ),
+    Bug(
+        "tma-wrong-stage",
+        "load/tile/kk/2:TmaLoad",
+        x.TmaLoad("a_desc", (off_m, kk * BK), "a_ring", (it + 1) % S, "ready"),
+        "wrong-stage",
+        "load/tile/kk/2:TmaLoad",
+    ),
+    Bug(
+        "expect-misses-b-bytes",
+        "load/tile/kk/1:Expect",
+        x.Expect("ready", s, ("a_desc",)),
+        "wrong-expect-bytes",
+        "load/tile/kk/1:Expect",
+    ),
+    Bug(
+        "expect-wrong-stage",
+        "load/tile/kk/1:Expect",
+        x.Expect("ready", (it + 1) % S, ("a_desc", "b_desc")),
+        "wrong-stage",
+        "load/tile/kk/1:Expect",
+    ),
+    # fragment and output tags
+    Bug(
+        "b-k-coordinate-lags",
+        "load/tile/kk/3:TmaLoad",
+        x.TmaLoad("b_desc", ((kk + 1) * BK, off_n), "b_ring", s, "ready"),
+        "fragment-tag",
+        "mma/tile/kk/1:Wgmma",
+    ),
+    Bug(
+        "a-k-coordinate-unscaled",
+        "load/tile/kk/2:TmaLoad",
+        x.TmaLoad("a_desc", (off_m, kk), "a_ring", s, "ready"),
+        "fragment-tag",
+        "mma/tile/kk/1:Wgmma",
+    ),
+    Bug(
+        "producer-loads-other-rows",
+        "load/tile/kk/2:TmaLoad",
+        x.TmaLoad("a_desc", (off_n, kk * BK), "a_ring", s, "ready"),
+        "output-tag",
+        "mma/tile/12:TmaStore",
+    ),
+    Bug(
+        "producer-tile-order-differs",
+        "load/tile/4:Let",
+        x.Let("off_n", local % rows * BN),
+        "output-tag",
+        "mma/tile/12:TmaStore",
+    ),
+    # shared memory races, layouts
+    Bug(
+        "epilogue-missing-store-wait",
+        "mma/tile/9:StoreWait",
+        None,
+        "shared-race",
+        "mma/tile/9:StoreShared",
+    ),
+    Bug(
+        "epilogue-missing-fence",
+        "mma/tile/11:FenceAsyncShared",
+        None,
+        "shared-race",
+        "mma/tile/11:TmaStore",
+    ),
+    Bug(
+        "exit-with-store-in-flight",
+        "mma/1:StoreWait",
+        None,
+        "store-in-flight-at-exit",
+        "mma/0:Loop(tile)",
+    ),
+    Bug(
+        "acc-read-before-wait",
+        "mma/tile/7:WgmmaWait",
+        None,
+        "acc-read-in-flight",
+        "mma/tile/9:StoreShared",
+    ),
+    Bug(
+        "acc-layout-8-warps",
+        "mma/tile/5:ZeroAcc",
+        x.ZeroAcc("acc", "BM", "BN", x.WgmmaAcc((8, 1))),
+        "layout-warps",
+        "mma/tile/5:ZeroAcc",
+    ),
+    Bug("ring-swizzle-64", "", None, "wrong-swizzle", "load/tile/kk/2:TmaLoad", swizzle=64),
+]
+
+
+N_ = Sym("N", "shape", 1)
+K_ = Sym("K", "shape", 1)
+BLK_A = x.Blocked((1, 8), (8, 8), (4, 1), (1, 0))
+BLK_B = x.Blocked((8, 1), (8, 8), (1, 4), (0, 1))
+s2 = it % 2
+
+BUGS += [
+    Bug(
+        "lds-missing-barrier",
+        "main/tile/kk/4:Barrier",
+        None,
+        "shared-race",
+        "main/tile/kk/4:Mfma",
+        base="cdna3",
+    ),
+    Bug(
+        "lds-single-stage-missing-war-barrier",
+        "main/tile/kk/2:Barrier",
+        None,
+        "shared-race",
+        "main/tile/kk/2:StoreRegs",
+        base="cdna3-1",
+    ),
+    Bug(
+        "lds-store-to-next-stage",
+        "main/tile/kk/2:StoreRegs",
+        x.StoreRegs("a_lds", "a_regs", (it + 1) % 2),
+        "shared-race",
+        "main/tile/kk/2:StoreRegs",
+        base="cdna3",
+    ),
+    Bug(
+        "lds-b-k-coordinate-lags",
+        "main/tile/kk/1:LoadTile",
+        x.LoadTile("b_regs", "b_ptr", ((kk + 1) * BK, off_n), N_, ("BK", "BN"), BLK_B),
+        "fragment-tag",
+        "main/tile/kk/5:Mfma",
+        base="cdna3",
+    ),
+    Bug(
+        "mfma-k-width-mismatch",
+        "main/tile/5:ZeroAcc",
+        x.ZeroAcc("acc", "BM", "BN", x.MfmaAcc((16, 16, 16), (2, 2), 4, 8)),
+        "fragment-tag",
+        "main/tile/kk/5:Mfma",
+        base="cdna3",
+    ),
+    Bug(
+        "blocked-layout-broadcasts",
+        "main/tile/kk/0:LoadTile",
+        x.LoadTile(
+            "a_regs",
+            "a_ptr",
+            (off_m, kk * BK),
+            K_,
+            ("BM", "BK"),
+            x.Blocked((1, 8), (8, 8), (2, 2), (1, 0)),
+        ),
+        "duplicate-owner",
+        "main/tile/kk/0:LoadTile",
+        base="cdna3",
+    ),
+    Bug(
+        "store-tile-swapped",
+        "main/tile/7:StoreTile",
+        x.StoreTile("c_ptr", "acc", (off_n, off_m), N_),
+        "output-tag",
+        "main/tile/7:StoreTile",
+        base="cdna3",
+    ),
+]
+
+
+j = Sym("j", "loop", 0)
+kv_row, q_row = Sym("kv_row", "scalar"), Sym("q_row", "scalar")
+BN_, BM_ = Sym("BN", "const", 1), Sym("BM", "const", 1)
+
+BUGS += [
+    Bug(
+        "attn-v-block-lags",
+        "load/j/4:TmaLoad",
+        x.TmaLoad("v_desc", (kv_row + (j + 1) * BN_, 0), "v_ring", s, "v_ready"),
+        "fragment-tag",
+        "softmax/j/6:Wgmma",
+        base="attention",
+    ),
+    Bug(
+        "attn-k-wrong-d-offset",
+        "load/j/2:TmaLoad",
+        x.TmaLoad("k_desc", (kv_row + j * BN_, 64), "k_ring", s, "k_ready"),
+        "fragment-tag",
+        "softmax/j/2:Wgmma",
+        base="attention",
+    ),
+    Bug(
+        "attn-missing-v-wait",
+        "softmax/j/5:Wait",
+        None,
+        "missing-wait",
+        "softmax/j/5:Wgmma",
+        base="attention",
+    ),
+    Bug(
+        "attn-missing-q-wait",
+        "softmax/3:Wait",
+        None,
+        "missing-wait",
+        "softmax/j/2:Wgmma",
+        base="attention",
+    ),
+    Bug(
+        "attn-release-before-pv-done",
+        "softmax/j/7:WgmmaWait",
+        None,
+        "release-before-complete",
+        "softmax/j/7:Arrive",
+        base="attention",
+    ),
+    Bug(
+        "attn-k-phase-flip",
+        "softmax/j/0:Wait",
+        x.Wait("k_ready", s, (it // S + 1) % 2),
+        "wrong-phase",
+        "softmax/j/0:Wait",
+        base="attention",
+    ),
+    Bug(
+        "attn-missing-fence",
+        "softmax/6:FenceAsyncShared",
+        None,
+        "shared-race",
+        "softmax/6:TmaStore",
+        base="attention",
+    ),
+    Bug(
+        "attn-output-rows-shifted",
+        "softmax/7:TmaStore",
+        x.TmaStore("o_desc", (q_row + BM_, 0), "o_smem"),
+        "output-tag",
+        "softmax/7:TmaStore",
+        base="attention",
+    ),
+    Bug(
+        "attn-expect-wrong-desc",
+        "load/j/3:Expect",
+        x.Expect("v_ready", s, ("k_desc", "v_desc")),
+        "wrong-expect-bytes",
+        "load/j/3:Expect",
+        base="attention",
+    ),
+]
+
+
+BUGS += [
+    Bug(
+        "release-on-ready-barrier",
+        "mma/tile/kk/3:Arrive",
+        x.Arrive("ready", (it + S - 1) % S, kk > 0),
+        "wrong-barrier",
+        "mma/tile/kk/3:Arrive",
+    ),
+    Bug(
+        "release-before-read",
+        "mma/tile/kk/1:Wgmma",
+        x.Arrive("empty", s),
+        "release-before-complete",
+        "mma/tile/kk/1:Arrive",
+        base="hopper-unpipelined",
+        more=(("mma/tile/kk/3:Arrive", x.Wgmma("acc", "a_ring", s, "b_ring", s)),),
+    ),
+    Bug(
+        "empty-barrier-count-2",
+        "",
+        None,
+        "barrier-count",
+        "mma/tile/kk/3:Arrive",
+        barrier_count=("empty", 2),
+    ),
+    Bug(
+        "ready-barrier-count-2",
+        "",
+        None,
+        "barrier-count",
+        "load/tile/kk/1:Expect",
+        barrier_count=("ready", 2),
+    ),
+    Bug(
+        "single-stage-ring-phase-flip",
+        "mma/tile/kk/0:Wait",
+        x.Wait("ready", s, (it // S + 1) % 2),
+        "wrong-phase",
+        "mma/tile/kk/0:Wait",
+        base="hopper-1-stage",
+    ),
+    Bug(
+        "pipelined-release-with-one-stage",
+        "",
+        None,
+        "release-before-complete",
+        "mma/tile/kk/3:Arrive",
+        base="hopper-pipelined-1-stage",
+        barrier_count=("empty", 1),
+    ),
+]
+
+
+BUGS += [
+    Bug(
+        "acc-laid-out-for-bk-columns",
+        "mma/tile/5:ZeroAcc",
+        x.ZeroAcc("acc", "BM", "BK"),
+        "fragment-layout",
+        "mma/tile/kk/1:Wgmma",
+    ),
+    Bug(
+        "attn-p-converted-against-scores",
+        "softmax/j/4:OnlineSoftmax",
+        x.OnlineSoftmax(
+            "s_acc",
+            "m_i",
+            "l_i",
+            "s_acc",
+            "p",
+            0.1275,
+            Sym("m0", "scalar"),
+            j * BN_,
+            Sym("SKV", "shape", 1),
+            True,
+        ),
+        "fragment-layout",
+        "softmax/j/6:Wgmma",
+        base="attention",
+    ),
+]
+
+
+def kernel_for(bug: Bug) -> x.ExplicitKernel:
+    from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
+    from argus_plugins.kernels.gemm.kernel_explicit import build, build_cdna3
+
+    return {
+        "hopper": build,
+        "cdna3": build_cdna3,
+        "cdna3-1": lambda: build_cdna3(1),
+        "attention": lambda: build_attention(causal=True),
+        "hopper-unpipelined": lambda: build(4, 0),
+        "hopper-1-stage": lambda: build(4, 0).with_consts(STAGES=1),
+        "hopper-pipelined-1-stage": lambda: build().with_consts(STAGES=1),
+    }[bug.base]()
+
+
+def mutate(kernel: x.ExplicitKernel, bug: Bug) -> x.ExplicitKernel:
+    if not bug.point and bug.swizzle is None and bug.barrier_count is None:
+        return kernel  # the base kernel itself is the bug (a configuration)
+    if bug.barrier_count is not None:
+        name, count = bug.barrier_count
+        bars = tuple(replace(b, count=count) if b.name == name else b for b in kernel.barriers)
+        return replace(kernel, barriers=bars)
+    if bug.more:
+        for point, op in ((bug.point, bug.new), *bug.more):
+            kernel = x.replace_op(kernel, point, op)
+        return kernel
+    if bug.swizzle is not None:
+        shared = tuple(
+            replace(b, layout=replace(b.layout, swizzle_bytes=bug.swizzle))
+            if b.name == "a_ring"
+            else b
+            for b in kernel.shared
+        )
+        return replace(kernel, shared=shared)
+    return x.replace_op(kernel, bug.point, bug.new)
