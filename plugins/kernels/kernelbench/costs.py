@@ -44,6 +44,8 @@ def _numel(shape: tuple[int, ...]) -> int:
 
 def _shape(x: Any) -> tuple[int, ...]:
     meta = getattr(x, "meta", {}).get("tensor_meta") if hasattr(x, "meta") else None
+    if meta is not None and not hasattr(meta, "shape"):  # max/min over a dim: (values, indices)
+        meta = meta[0] if meta else None
     return tuple(meta.shape) if meta is not None else ()
 
 

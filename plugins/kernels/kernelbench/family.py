@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from argus_core.errors import ConfigError
 from argus_core.evaluate.check import CandidateKind, CheckRun
 from argus_core.family import FamilyBase
+from argus_core.frontend import CaptureError, capture_task
 from argus_core.types import Candidate, CorrectnessReport, LoweredKernel, Policy, TimingReport
 from argus_plugins.kernels.kernelbench import costs, evaluate, match, reference, tasks
 
@@ -72,20 +73,23 @@ class KernelBenchFamily(FamilyBase):
         from omegaconf import read_write
 
         bound = copy.copy(self)
-        bound.task = tasks.resolve(kernel_cfg.get("path"), kernel_cfg.get("task"))
         options = dict(kernel_cfg.get("options") or {})
+        scale = options.get("scale")
+        bound.task = tasks.scaled(
+            tasks.resolve(kernel_cfg.get("path"), kernel_cfg.get("task")),
+            float(scale) if scale is not None else None,
+        )
         bound.dtype = str(kernel_cfg.get("dtype") or "fp32")
         reference.tolerance(bound.dtype)  # a dtype KernelBench has no tolerance for fails now
         bound.trials = int(options.get("trials", DEFAULT_TRIALS))
         bound.init_seed = int(options.get("init_seed", DEFAULT_INIT_SEED))
         module = tasks.load_module(bound.task.path)
-        model = reference.build_model(module, bound.init_seed, "fp32", "cpu")
-        inputs = reference.make_inputs(module, 0, "fp32", "cpu")
+        # the graph's shapes come from meta tensors: nothing full-size is made here
         try:
-            bound._gm = match.trace(model, inputs)
-        except Exception as exc:  # fx cannot trace data-dependent control flow
+            bound._gm, _ = capture_task(module, bound.task.key)
+        except CaptureError as exc:  # fx cannot trace data-dependent control flow
             bound._gm = None
-            trace_error = f"{type(exc).__name__}: {exc}"
+            trace_error = str(exc)
         else:
             trace_error = ""
         source = kernel_cfg.get("source")
@@ -99,7 +103,7 @@ class KernelBenchFamily(FamilyBase):
             bound.source_path = path.resolve()
             bound.kind = "modelnew" if is_modelnew(bound._text) else "dsl"
             if bound.kind == "dsl":
-                bound.binding = _binding_by_name(dsl, bound._text, module, model)
+                bound.binding = _binding_by_name(dsl, bound._text, module, _meta_model(module))
                 # the template's tile grid and dims, where one matches, suit the user's kernel
                 # too; otherwise kernel.tiles must name its constants
                 try:
@@ -111,7 +115,7 @@ class KernelBenchFamily(FamilyBase):
         else:
             if bound._gm is None:
                 raise match.NoTemplate(
-                    f"no template matches task {bound.task.key} (torch.fx cannot trace it: "
+                    f"no template matches task {bound.task.key} (capture failed: "
                     f"{trace_error}); give kernel.source=FILE or use an LLM (planner.options.llm=true)"
                 )
             bound.emission = match.match(bound._gm, bound.task.key)
@@ -222,6 +226,14 @@ class KernelBenchFamily(FamilyBase):
         ops = len(costs.op_counts(self._gm, self.dtype))
         timing.model += f"; baseline: eager Model.forward, {ops} ops estimated"
         return timing
+
+
+def _meta_model(module: Any) -> Any:
+    """The task's Model built on the meta device (its parameter names, no storage)."""
+    import torch
+
+    with torch.device("meta"):
+        return module.Model(*list(module.get_init_inputs()))
 
 
 def _binding_by_name(

@@ -1,12 +1,14 @@
 """fast_p over a directory of KernelBench tasks:
 
     python -m argus_plugins.kernels.kernelbench.fastp --path DIR [--tasks level1/1,...]
-        [--p 1.0] [--backend interpret|auto|...] [--budget N] [--sources DIR]
+        [--p 1.0] [--backend interpret|auto|...] [--budget N] [--sources DIR] [--scale F]
 
 Each task runs the pipeline's stages (no tracking) on up to `budget` candidates of the
 baseline planner (the template's tile grid, or `--sources DIR/<level>/<id>_*.py` as
 kernel.source), and its best correct candidate counts. fast_p is the fraction of tasks
 whose best candidate is correct AND faster than the eager PyTorch Model by more than p.
+`--scale F` shrinks every task's module-level sizes by F (`tasks.scaled`), so tasks run in
+the CPU interpreter.
 Without a GPU both times are cost-model ESTIMATES (labelled so); on a GPU, measured.
 """
 
@@ -28,6 +30,9 @@ class TaskOutcome:
     torch_ms: float | None = None
     estimated: bool = True
     note: str = ""
+    # how far the task got: "capture" failed, "template" (no lowering), "verify" (a candidate
+    # was lowered but none verified), "correctness" (verified, none correct), or "done"
+    reached: str = "done"
 
     @property
     def speedup(self) -> float | None:
@@ -42,7 +47,12 @@ def fast_p(outcomes: list[TaskOutcome], p: float) -> float:
 
 
 def evaluate_task(
-    path: str, task: str, backend: str, budget: int, source: str | None
+    path: str,
+    task: str,
+    backend: str,
+    budget: int,
+    source: str | None,
+    scale: float | None = None,
 ) -> TaskOutcome:
     """The best candidate of one task, through the pipeline's stages."""
     from argus_core.config import compose
@@ -53,12 +63,15 @@ def evaluate_task(
                  f"backend={backend}", "tracking=none", "planner=baseline"]  # fmt: skip
     if source:
         overrides.append(f"kernel.source={source}")
+    if scale is not None:
+        overrides.append(f"kernel.options.scale={scale}")
     try:
         cfg = compose(overrides)
         registry = Registry(default_plugin_manager())
         stages = Stages.from_config(cfg, registry)
     except ConfigError as exc:
-        return TaskOutcome(task, False, note=str(exc).split(";")[0])
+        stage = "capture" if "capture failed" in str(exc) else "template"
+        return TaskOutcome(task, False, note=str(exc).split(";")[0], reached=stage)
     session = registry.get("planner", "baseline").create(
         cfg.planner,
         {"family": stages.family, "dsl": stages.dsl, "backend": stages.backend,
@@ -72,7 +85,10 @@ def evaluate_task(
     best = _best(results)
     if best is None or best.timing is None:
         why = next((r.failure for r in results if r.failure), "no candidate")
-        return TaskOutcome(task, False, note=str(why)[:80])
+        verified = any(r.verify is not None and r.verify.status == "verified" for r in results)
+        return TaskOutcome(
+            task, False, note=str(why)[:80], reached="correctness" if verified else "verify"
+        )
     t = best.timing
     return TaskOutcome(task, True, t.ms, t.baseline_ms, t.estimated, best.candidate.policy.key())
 
@@ -104,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="interpret", help="backend option (interpret, auto, ...)")
     ap.add_argument("--budget", type=int, default=2, help="candidates per task")
     ap.add_argument("--sources", default=None, help="directory of candidate files, as --path")
+    ap.add_argument("--scale", type=float, default=None, help="shrink module-level sizes by F")
     args = ap.parse_args(argv)
     try:
         found = tasks.discover(args.path)
@@ -118,7 +135,12 @@ def main(argv: list[str] | None = None) -> int:
         src = sources.get(ref.key)
         outcomes.append(
             evaluate_task(
-                args.path, ref.key, args.backend, args.budget, str(src.path) if src else None
+                args.path,
+                ref.key,
+                args.backend,
+                args.budget,
+                str(src.path) if src else None,
+                args.scale,
             )
         )
         print(f"  {ref.key}: {'correct' if outcomes[-1].correct else 'failed'}", file=sys.stderr)

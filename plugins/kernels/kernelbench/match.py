@@ -1,19 +1,24 @@
-"""The offline template front: trace a task's Model with torch.fx, recognise a supported
-pattern, and emit a DSL kernel from `templates/`.
+"""The offline front from a task's PyTorch graph to one DSL kernel: capture the task's Model
+(`argus_core.frontend.capture`, on meta tensors), recognise a supported shape of program,
+and emit a DSL kernel from `templates/` with every op written by the op library below
+(`ELEMENTWISE`, `REDUCTIONS`, `ROW_OPS`: one entry per op, its numerical concern beside it).
 
-Patterns (each op may be a torch function, a tensor method, an F.* call or an nn layer):
-  matmul   A @ B, torch.mm/matmul, nn.Linear / F.linear (+ bias), then any elementwise
-           epilogue of constants and [N] vectors (add, sub, mul, div, relu, sigmoid, tanh,
-           silu, gelu(approximate="tanh"))
-  elementwise  a chain of those elementwise ops over same-shaped inputs and constants
-  softmax  softmax over the last dim
-  rowreduce    sum or mean over the last dim
+Programs (each op may be a torch function, a tensor method, an F.* call or an nn layer):
+  matmul   A @ B, torch.mm/matmul, nn.Linear (+ bias), then any elementwise epilogue of
+           constants, [N] vectors (inputs or parameters) and library ops, fused into the GEMM
+  elementwise  a chain of library ops over same-shaped inputs and constants
+  softmax  softmax over the last dim;  rowreduce  sum or mean over the last dim
+  rowprog  any mix of library ops, last-dim reductions (sum, mean, amax/max, amin/min,
+           logsumexp, 1-/2-norms) and softmax/log_softmax over [..., N] rows, [N] vectors
+           broadcast (RMS/L1/L2 norms, LayerNorm written out, softmax variants)
 Anything else raises NoTemplate naming the task and its ops.
 """
 
 from __future__ import annotations
 
+import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,22 +28,6 @@ from argus_core.errors import ConfigError
 TEMPLATES = Path(__file__).with_name("templates")
 ENTRY = "kb_kernel"
 GELU_C = 1.5957691216057308  # 2 * sqrt(2 / pi): gelu_tanh(x) = x * sigmoid(C * (x + 0.044715 x^3))
-
-# op -> DSL expression over its operand strings
-UNARY: dict[str, str] = {
-    "relu": "al.maximum({0}, 0.0)",
-    "sigmoid": "al.sigmoid({0})",
-    "tanh": "2.0 * al.sigmoid(2.0 * {0}) - 1.0",  # the DSL has sigmoid, not tanh
-    "silu": "{0} * al.sigmoid({0})",
-    "gelu_tanh": f"{{0}} * al.sigmoid({GELU_C} * ({{0}} + 0.044715 * {{0}} * {{0}} * {{0}}))",
-    "neg": "-{0}",
-}
-BINARY: dict[str, str] = {
-    "add": "({0} + {1})",
-    "sub": "({0} - {1})",
-    "mul": "({0} * {1})",
-    "div": "({0} / {1})",
-}
 
 
 class NoTemplate(ConfigError):
@@ -69,6 +58,8 @@ class Op:
     keepdim: bool = False
     module: Any = None  # the nn layer of a call_module
     attr: str = ""
+    params: dict[str, Any] = field(default_factory=dict)  # the op library's parameters
+    tuple_out: bool = False  # max/min over a dim: (values, indices)
 
 
 def _np2(n: int, least: int = 16) -> int:
@@ -91,6 +82,155 @@ def trace(model: Any, inputs: list[Any]) -> Any:
     return gm
 
 
+# ----------------------------------------------------------------------------- the op library
+# One entry per elementwise op: its tensor operands (arity), its parameters in the order of
+# the PyTorch signature (after the operands) with their defaults, and the DSL expression over
+# operand names `v` and parameters `p`. The concern of each lowering sits beside it.
+SQRT1_2 = 0.7071067811865476
+# erf by Abramowitz-Stegun 7.1.26 (|error| < 1.5e-7): the DSL has exp, not erf
+_ERF_P = 0.3275911
+_ERF_A = (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429)
+
+
+def _tanh(x: str) -> str:
+    return f"(2.0 * al.sigmoid(2.0 * {x}) - 1.0)"  # the DSL has sigmoid, not tanh
+
+
+def _softplus(x: str, beta: float = 1.0, threshold: float = 20.0) -> str:
+    # linear above threshold (as PyTorch), so exp never overflows into the chosen branch
+    bx = f"({beta!r} * {x})" if beta != 1.0 else x
+    return f"al.where({bx} > {threshold!r}, {x}, al.log(1.0 + al.exp({bx})) / {beta!r})"
+
+
+def _erf(x: str) -> str:
+    z = f"al.abs({x})"
+    t = f"(1.0 / (1.0 + {_ERF_P!r} * {z}))"
+    a1, a2, a3, a4, a5 = _ERF_A
+    poly = f"(((({a5!r} * {t} + {a4!r}) * {t} + {a3!r}) * {t} + {a2!r}) * {t} + {a1!r}) * {t}"
+    y = f"(1.0 - {poly} * al.exp(-{z} * {z}))"
+    return f"al.where({x} >= 0.0, {y}, -{y})"
+
+
+def _gelu(x: str, approximate: str = "none") -> str:
+    if approximate == "tanh":
+        return f"{x} * al.sigmoid({GELU_C} * ({x} + 0.044715 * {x} * {x} * {x}))"
+    if approximate != "none":
+        raise NoTemplate(f"gelu approximate={approximate!r}; valid: 'none', 'tanh'")
+    return f"0.5 * {x} * (1.0 + {_erf(f'({x} * {SQRT1_2!r})')})"
+
+
+def _clamp(x: str, lo: Any, hi: Any) -> str:
+    if lo is not None and not isinstance(lo, int | float):
+        raise NoTemplate("clamp with tensor bounds is not supported")
+    if hi is not None and not isinstance(hi, int | float):
+        raise NoTemplate("clamp with tensor bounds is not supported")
+    out = x if lo is None else f"al.maximum({x}, {float(lo)!r})"
+    return out if hi is None else f"al.minimum({out}, {float(hi)!r})"
+
+
+def _pow(x: str, e: Any) -> str:
+    if isinstance(e, bool) or not isinstance(e, int | float):
+        raise NoTemplate("pow with a tensor exponent is not supported")
+    if float(e).is_integer() and 1 <= e <= 4:
+        return "(" + " * ".join([x] * int(e)) + ")"
+    if e == 0.5:
+        return f"al.sqrt({x})"
+    if e == -1:
+        return f"(1.0 / {x})"
+    if e == -0.5:
+        return f"(1.0 / al.sqrt({x}))"
+    raise NoTemplate(f"pow exponent {e!r}; valid: 1, 2, 3, 4, 0.5, -0.5, -1")
+
+
+_SELU_A, _SELU_S = 1.6732632423543772, 1.0507009873554805
+
+
+@dataclass(frozen=True)
+class OpLowering:
+    """An elementwise op of the library: `arity` tensor operands, then `params` (name,
+    default) as PyTorch orders them; `expr(v, p)` is its DSL expression."""
+
+    arity: int
+    expr: Callable[[list[str], dict[str, Any]], str]
+    params: tuple[tuple[str, Any], ...] = ()
+
+
+ELEMENTWISE: dict[str, OpLowering] = {
+    "relu": OpLowering(1, lambda v, p: f"al.maximum({v[0]}, 0.0)"),
+    "relu6": OpLowering(1, lambda v, p: _clamp(v[0], 0.0, 6.0)),
+    "sigmoid": OpLowering(1, lambda v, p: f"al.sigmoid({v[0]})"),
+    "tanh": OpLowering(1, lambda v, p: _tanh(v[0])),
+    "silu": OpLowering(1, lambda v, p: f"{v[0]} * al.sigmoid({v[0]})"),
+    "gelu_tanh": OpLowering(1, lambda v, p: _gelu(v[0], "tanh")),
+    "gelu": OpLowering(1, lambda v, p: _gelu(v[0], p["approximate"]), (("approximate", "none"),)),
+    "mish": OpLowering(1, lambda v, p: f"{v[0]} * {_tanh(_softplus(v[0]))}"),
+    "softplus": OpLowering(
+        1,
+        lambda v, p: _softplus(v[0], float(p["beta"]), float(p["threshold"])),
+        (("beta", 1.0), ("threshold", 20.0)),
+    ),  # fmt: skip
+    "softsign": OpLowering(1, lambda v, p: f"{v[0]} / (1.0 + al.abs({v[0]}))"),
+    "hardswish": OpLowering(
+        1, lambda v, p: f"{v[0]} * {_clamp(f'({v[0]} + 3.0)', 0.0, 6.0)} / 6.0"
+    ),
+    "hardsigmoid": OpLowering(1, lambda v, p: _clamp(f"({v[0]} / 6.0 + 0.5)", 0.0, 1.0)),
+    "hardtanh": OpLowering(
+        1,
+        lambda v, p: _clamp(v[0], p["min_val"], p["max_val"]),
+        (("min_val", -1.0), ("max_val", 1.0)),
+    ),  # fmt: skip
+    "clamp": OpLowering(
+        1, lambda v, p: _clamp(v[0], p["min"], p["max"]), (("min", None), ("max", None))
+    ),
+    "clamp_min": OpLowering(1, lambda v, p: _clamp(v[0], p["min"], None), (("min", None),)),
+    "clamp_max": OpLowering(1, lambda v, p: _clamp(v[0], None, p["max"]), (("max", None),)),
+    "leaky_relu": OpLowering(
+        1,
+        lambda v, p: f"al.where({v[0]} > 0.0, {v[0]}, {v[0]} * {float(p['negative_slope'])!r})",
+        (("negative_slope", 0.01),),
+    ),  # fmt: skip
+    "elu": OpLowering(
+        1,
+        lambda v, p: (
+            f"al.where({v[0]} > 0.0, {v[0]}, {float(p['alpha'])!r} * (al.exp({v[0]}) - 1.0))"
+        ),
+        (("alpha", 1.0),),
+    ),  # fmt: skip
+    "selu": OpLowering(
+        1,
+        lambda v, p: (
+            f"{_SELU_S!r} * al.where({v[0]} > 0.0, {v[0]}, {_SELU_A!r} * (al.exp({v[0]}) - 1.0))"
+        ),
+    ),  # fmt: skip
+    "logsigmoid": OpLowering(1, lambda v, p: f"al.log(al.sigmoid({v[0]}))"),
+    "exp": OpLowering(1, lambda v, p: f"al.exp({v[0]})"),
+    "log": OpLowering(1, lambda v, p: f"al.log({v[0]})"),
+    "sqrt": OpLowering(1, lambda v, p: f"al.sqrt({v[0]})"),
+    "rsqrt": OpLowering(1, lambda v, p: f"(1.0 / al.sqrt({v[0]}))"),
+    "abs": OpLowering(1, lambda v, p: f"al.abs({v[0]})"),
+    "square": OpLowering(1, lambda v, p: f"({v[0]} * {v[0]})"),
+    "reciprocal": OpLowering(1, lambda v, p: f"(1.0 / {v[0]})"),
+    "neg": OpLowering(1, lambda v, p: f"-{v[0]}"),
+    "identity": OpLowering(1, lambda v, p: v[0]),  # Dropout in eval, Identity, contiguous
+    "pow": OpLowering(1, lambda v, p: _pow(v[0], p["exponent"]), (("exponent", None),)),
+    "add": OpLowering(2, lambda v, p: f"({v[0]} + {v[1]})"),
+    "sub": OpLowering(2, lambda v, p: f"({v[0]} - {v[1]})"),
+    "mul": OpLowering(2, lambda v, p: f"({v[0]} * {v[1]})"),
+    "div": OpLowering(2, lambda v, p: f"({v[0]} / {v[1]})"),
+    "maximum": OpLowering(2, lambda v, p: f"al.maximum({v[0]}, {v[1]})"),
+    "minimum": OpLowering(2, lambda v, p: f"al.minimum({v[0]}, {v[1]})"),
+}
+# the templates' older names for the one-operand and two-operand entries
+UNARY = {k: v for k, v in ELEMENTWISE.items() if v.arity == 1}
+BINARY = {k: v for k, v in ELEMENTWISE.items() if v.arity == 2}
+
+# reductions over the last dim a row program computes; `neutral` fills masked columns
+REDUCTIONS: dict[str, str] = {"sum": "0.0", "mean": "0.0", "amax": 'float("-inf")',
+                              "amin": 'float("inf")', "logsumexp": 'float("-inf")',
+                              "norm": "0.0"}  # fmt: skip
+ROW_OPS = ("softmax", "log_softmax")  # whole-row ops whose result has the row's shape
+
+
 def _function_kinds() -> dict[Any, str]:
     import torch
     import torch.nn.functional as F
@@ -99,27 +239,82 @@ def _function_kinds() -> dict[Any, str]:
         torch.matmul: "matmul", torch.mm: "matmul", operator.matmul: "matmul",
         F.linear: "linear", operator.add: "add", torch.add: "add", operator.sub: "sub",
         torch.sub: "sub", operator.mul: "mul", torch.mul: "mul", operator.truediv: "div",
-        torch.div: "div", operator.neg: "neg", torch.relu: "relu", F.relu: "relu",
+        torch.div: "div", operator.neg: "neg", torch.neg: "neg", operator.pow: "pow",
+        torch.pow: "pow", torch.relu: "relu", F.relu: "relu", F.relu6: "relu6",
         torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh", F.tanh: "tanh",
-        F.silu: "silu", F.gelu: "gelu", torch.softmax: "softmax", F.softmax: "softmax",
-        torch.sum: "sum", torch.mean: "mean", torch.cumsum: "cumsum",
+        F.silu: "silu", F.gelu: "gelu", F.mish: "mish", F.softplus: "softplus",
+        F.softsign: "softsign", F.hardswish: "hardswish", F.hardsigmoid: "hardsigmoid",
+        F.hardtanh: "hardtanh", torch.clamp: "clamp", torch.clip: "clamp",
+        torch.clamp_min: "clamp_min", torch.clamp_max: "clamp_max", F.leaky_relu: "leaky_relu",
+        F.elu: "elu", F.selu: "selu", torch.selu: "selu", F.logsigmoid: "logsigmoid",
+        torch.exp: "exp", torch.log: "log", torch.sqrt: "sqrt", torch.rsqrt: "rsqrt",
+        torch.abs: "abs", torch.square: "square", torch.reciprocal: "reciprocal",
+        torch.maximum: "maximum", torch.minimum: "minimum", torch.softmax: "softmax",
+        F.softmax: "softmax", torch.log_softmax: "log_softmax", F.log_softmax: "log_softmax",
+        torch.sum: "sum", torch.mean: "mean", torch.amax: "amax", torch.amin: "amin",
+        torch.logsumexp: "logsumexp", torch.max: "max", torch.min: "min", torch.norm: "norm",
+        torch.cumsum: "cumsum", operator.getitem: "getitem",
     }  # fmt: skip
 
 
-MODULE_KINDS = {"Linear": "linear", "ReLU": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh",
-                "SiLU": "silu", "GELU": "gelu", "Softmax": "softmax"}  # fmt: skip
-METHOD_KINDS = {m: m for m in ("relu", "sigmoid", "tanh", "softmax", "sum", "mean", "add", "sub",
-                               "mul", "div", "matmul", "neg", "cumsum")}  # fmt: skip
+# nn layer -> op; the layer's attributes of the op's parameter names are its parameters
+MODULE_KINDS = {"Linear": "linear", "ReLU": "relu", "ReLU6": "relu6", "Sigmoid": "sigmoid",
+                "Tanh": "tanh", "SiLU": "silu", "GELU": "gelu", "Softmax": "softmax",
+                "LogSoftmax": "log_softmax", "Hardtanh": "hardtanh", "LeakyReLU": "leaky_relu",
+                "ELU": "elu", "SELU": "selu", "Softplus": "softplus", "Mish": "mish",
+                "Hardswish": "hardswish", "Hardsigmoid": "hardsigmoid", "Softsign": "softsign",
+                "LogSigmoid": "logsigmoid", "Dropout": "identity", "Identity": "identity",
+                "BatchNorm1d": "batch_norm", "GroupNorm": "group_norm"}  # fmt: skip
+METHOD_KINDS = {m: m for m in ("relu", "sigmoid", "tanh", "softmax", "log_softmax", "sum", "mean",
+                               "add", "sub", "mul", "div", "matmul", "neg", "cumsum", "clamp",
+                               "clamp_min", "clamp_max", "exp", "log", "sqrt", "rsqrt", "abs",
+                               "pow", "square", "amax", "amin", "logsumexp", "max", "min",
+                               "norm", "reciprocal")}  # fmt: skip
+METHOD_KINDS.update(
+    {
+        "mm": "matmul",
+        "contiguous": "identity",
+        "clip": "clamp",
+        "clone": "identity",
+        "detach": "identity",
+    }
+)
+REDUCE_KINDS = ("sum", "mean", "amax", "amin", "logsumexp", "norm", "max", "min", "softmax",
+                "log_softmax", "cumsum")  # fmt: skip
+
+
+def _is_node(x: Any) -> bool:
+    import torch.fx
+
+    return isinstance(x, torch.fx.Node)
+
+
+def _is_transpose(n: Any, args: list[Any]) -> bool:
+    """`x.T`, `x.t()`, `x.transpose(0, 1)` or `torch.transpose(x, -2, -1)` of a 2-D x."""
+    import builtins
+
+    import torch
+
+    if n.op == "call_function" and n.target is builtins.getattr:
+        return len(args) == 2 and args[1] in ("T", "mT") and len(_shape(args[0])) == 2
+    is_t = (n.op == "call_method" and n.target in ("t", "transpose")) or (
+        n.op == "call_function" and n.target in (torch.t, torch.transpose)
+    )
+    dims = {d % 2 for d in args[1:3] if isinstance(d, int)} if len(args) >= 3 else {0, 1}
+    return is_t and bool(args) and len(_shape(args[0])) == 2 and dims == {0, 1}
 
 
 def ops_of(gm: Any) -> list[Op]:
-    """The graph's compute nodes as Ops, in order (kind 'unknown:<target>' when unmapped)."""
+    """The graph's compute nodes as Ops, in order (kind 'unknown:<target>' when unmapped),
+    each with its dim/keepdim (reductions) and its parameters (`params`, by the op library's
+    names: positional, keyword, or the nn layer's attributes)."""
     fkinds = _function_kinds()
     out = []
     for n in gm.graph.nodes:
         if n.op in ("placeholder", "output", "get_attr"):
             continue
         args, kw = list(n.args), dict(n.kwargs)
+        mod = None
         if n.op == "call_function":
             kind = fkinds.get(n.target, f"unknown:{getattr(n.target, '__name__', n.target)}")
         elif n.op == "call_method":
@@ -127,31 +322,310 @@ def ops_of(gm: Any) -> list[Op]:
         else:  # call_module
             mod = gm.get_submodule(n.target)
             kind = MODULE_KINDS.get(type(mod).__name__, f"unknown:nn.{type(mod).__name__}")
-            op = Op(kind, args, n, module=mod, attr=str(n.target))
-            if kind == "gelu":
-                op.kind = "gelu_tanh" if mod.approximate == "tanh" else "gelu"
-            if kind == "softmax":
+        op = Op(kind, args, n, module=mod, attr=str(n.target) if mod is not None else "")
+        if _is_transpose(n, args):
+            op.kind, op.args = "transpose", args[:1]
+        if kind in ("max", "min"):  # max(a, b) is elementwise; max(x, dim) gives (values, indices)
+            if len(args) > 1 and _is_node(args[1]):
+                op.kind = "maximum" if kind == "max" else "minimum"
+            elif len(args) > 1 or "dim" in kw:
+                op.kind, op.tuple_out = ("amax" if kind == "max" else "amin"), True
+            else:
+                op.kind = f"unknown:{kind}(all)"
+        if op.kind in ELEMENTWISE:
+            entry = ELEMENTWISE[op.kind]
+            if mod is not None:
+                op.args = args[:1]
+                op.params = {k: getattr(mod, k, d) for k, d in entry.params}
+            else:
+                op.args = args[: entry.arity]
+                extra = args[entry.arity :]
+                op.params = {k: (extra[i] if i < len(extra) else kw.get(k, d))
+                             for i, (k, d) in enumerate(entry.params)}  # fmt: skip
+                if op.kind == "pow" and "exponent" not in kw and len(args) > 1:
+                    op.params["exponent"] = args[1]
+            if op.kind == "gelu" and op.params.get("approximate") == "tanh":
+                op.kind = "gelu_tanh"
+        elif op.kind in REDUCE_KINDS:
+            if mod is not None:
                 op.dim = mod.dim
-            out.append(op)
-            continue
-        op = Op(kind, args, n, dim=kw.get("dim"), keepdim=bool(kw.get("keepdim", False)))
-        if kind == "gelu" and kw.get("approximate") == "tanh":
-            op.kind = "gelu_tanh"
-        if kind in ("softmax", "sum", "mean", "cumsum") and op.dim is None and len(args) > 1:
-            op.dim = args[1]
-        if kind in ("sum", "mean") and len(args) > 2:
-            op.keepdim = bool(args[2])
+            else:
+                rest = args[1:]
+                if op.kind == "norm":
+                    op.params = {"p": rest[0] if rest else kw.get("p", "fro")}
+                    rest = rest[1:]
+                op.dim = rest[0] if rest else kw.get("dim")
+                op.keepdim = bool(rest[1] if len(rest) > 1 else kw.get("keepdim", False))
+            if isinstance(op.dim, list | tuple) and len(op.dim) == 1:
+                op.dim = op.dim[0]
+            op.args = args[:1]
+        elif op.kind in ("batch_norm", "group_norm"):
+            op.args = args[:1]
+        elif op.kind == "getitem":
+            op.params = {"index": args[1] if len(args) > 1 else None}
+            op.args = args[:1]
         out.append(op)
     return out
 
 
 def _shape(node: Any) -> tuple[int, ...]:
-    meta = node.meta.get("tensor_meta")
-    return tuple(meta.shape) if meta is not None else ()
+    meta = node.meta.get("tensor_meta") if _is_node(node) else None
+    return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else ()
 
 
 def _is_last_dim(dim: Any, rank: int) -> bool:
     return isinstance(dim, int) and dim in (-1, rank - 1)
+
+
+def _const(a: Any) -> str | None:
+    if isinstance(a, int | float) and not isinstance(a, bool):
+        return repr(float(a))
+    return None
+
+
+def _elementwise_expr(op: Op, vals: list[str]) -> str:
+    """The op library's DSL expression for an elementwise `op` over operand names `vals`."""
+    entry = ELEMENTWISE.get(op.kind)
+    if entry is None or len(vals) != entry.arity:
+        raise NoTemplate(f"{op.kind} with {len(vals)} operands is not elementwise here")
+    return entry.expr(vals, op.params)
+
+
+def _batch_norm(op: Op, x: str, vector: Any) -> str:
+    """BatchNorm over the features (the last dim, [N] statistics) with eval semantics: the
+    running statistics, then the affine weight and bias. `vector(binding)` names an [N]
+    vector of the layer."""
+    mod = op.module
+    if mod is None or getattr(mod, "running_mean", None) is None or mod.training:
+        raise NoTemplate("batch_norm needs a BatchNorm layer in eval with running statistics")
+    mean, var = (
+        vector({"from": "param", "attr": f"{op.attr}.{b}"}) for b in ("running_mean", "running_var")
+    )
+    out = f"(({x} - {mean}) / al.sqrt({var} + {float(mod.eps)!r}))"
+    if mod.affine:
+        w, b = (vector({"from": "param", "attr": f"{op.attr}.{b}"}) for b in ("weight", "bias"))
+        out = f"({out} * {w} + {b})"
+    return out
+
+
+def _chain(ops: list[Op], env: dict[Any, str], operand: Any, vector: Any = None) -> list[str]:
+    """DSL lines computing each elementwise op into `e<i>`, `env` mapping nodes to names;
+    `operand(node)` names an operand that is not an earlier op (or raises NoTemplate);
+    `vector(binding)`, where given, names an [N] vector of a layer (BatchNorm's statistics)."""
+    lines = []
+    for i, op in enumerate(ops):
+        if op.kind == "batch_norm" and vector is not None:
+            x = env[op.args[0]] if op.args[0] in env else operand(op.args[0])
+            env[op.node] = f"e{i}"
+            lines.append(f"    e{i} = {_batch_norm(op, x, vector)}\n")
+            continue
+        vals = []
+        for a in op.args:
+            c = _const(a)
+            vals.append(c if c is not None else env[a] if a in env else operand(a))
+        env[op.node] = f"e{i}"
+        lines.append(f"    e{i} = {_elementwise_expr(op, vals)}\n")
+    return lines
+
+
+def _param_binding(gm: Any, node: Any) -> dict[str, Any] | None:
+    """{"from": "param", ...} for a get_attr node naming a parameter or buffer, else None."""
+    if _is_node(node) and node.op == "get_attr":
+        return {"from": "param", "attr": str(node.target)}
+    return None
+
+
+def _group_norm(op: Op, x: str, out: str, n: int, vector: Any) -> list[str]:
+    """GroupNorm of [M, N] rows (N channels in G contiguous groups of N/G): each group's mean
+    and biased variance over its live columns, broadcast back by a chain of selects, then the
+    per-channel affine weight and bias (`vector(binding)` names an [N] vector)."""
+    mod = op.module
+    g = int(mod.num_groups)
+    if mod.num_channels != n or n % g or g > 32:
+        raise NoTemplate(f"group_norm of {n} channels in {g} groups (at most 32 groups)")
+    cg = n // g
+
+    def in_group(j: int, v: str) -> str:
+        return f"al.where(col >= {j * cg}, al.where(col < {(j + 1) * cg}, {v}, 0.0), 0.0)"
+
+    def spread(stat: str) -> str:
+        expr = f"{stat}{g - 1}[:, None]"
+        for j in range(g - 2, -1, -1):
+            expr = f"al.where(col < {(j + 1) * cg}, {stat}{j}[:, None], {expr})"
+        return expr
+
+    lines = [f"    {out}_m{j} = al.sum({in_group(j, x)}, 1) / {float(cg)!r}\n" for j in range(g)]
+    lines.append(f"    {out}_d = {x} - {spread(f'{out}_m')}\n")
+    lines += [
+        f"    {out}_v{j} = al.sum({in_group(j, f'{out}_d * {out}_d')}, 1) / {float(cg)!r}\n"
+        for j in range(g)
+    ]
+    y = f"{out}_d / al.sqrt({spread(f'{out}_v')} + {float(mod.eps)!r})"
+    if mod.affine:
+        w, b = (vector({"from": "param", "attr": f"{op.attr}.{k}"}) for k in ("weight", "bias"))
+        y = f"{y} * {w} + {b}"
+    return [*lines, f"    {out} = {y}\n"]
+
+
+def _row_lines(
+    ops: list[Op],
+    env: dict[Any, tuple[str, str]],
+    operand: Any,
+    full: tuple[int, ...],
+    vector: Any = None,
+) -> list[str]:
+    """DSL lines of a row program's ops over [..., N] rows `full` (`env`: node -> (name,
+    "full" | "row"), filled as ops compute; `operand(node)` names any other operand;
+    `vector(binding)`, where given, names an [N] vector of a layer)."""
+    rank, n = len(full), full[-1]
+    row_shapes = {full[:-1], full[:-1] + (1,)}
+    lines: list[str] = []
+    for i, op in enumerate(ops):
+        if op.kind in ("group_norm", "batch_norm") and vector is not None and rank == 2:
+            x, kind = operand(op.args[0])
+            if kind != "full":
+                raise NoTemplate(f"{op.kind} of reduced rows")
+            if op.kind == "group_norm":
+                lines += _group_norm(op, x, f"e{i}", n, vector)
+            else:
+                lines.append(f"    e{i} = {_batch_norm(op, x, vector)}\n")
+            env[op.node] = (f"e{i}", "full")
+            continue
+        out = f"e{i}"
+        if op.kind == "getitem":
+            if op.args[0] not in env or op.params.get("index") != 0:
+                raise NoTemplate("only the values ([0]) of max/min over a dim are supported")
+            env[op.node] = env[op.args[0]]
+            continue
+        if op.kind in REDUCTIONS or op.kind in ROW_OPS:
+            x, kind = operand(op.args[0])
+            if kind != "full" or not _is_last_dim(op.dim, rank):
+                raise NoTemplate(
+                    f"{op.kind} must reduce the last dim of [..., {n}] rows (dim={op.dim})"
+                )
+            live = lambda e, neutral: f"al.where(live, {e}, {neutral})"  # noqa: E731
+            if op.kind in ("sum", "mean"):
+                expr = f"al.sum({live(x, '0.0')}, 1)" + (
+                    f" / {float(n)!r}" if op.kind == "mean" else ""
+                )
+            elif op.kind == "amax":
+                expr = f"al.max({live(x, REDUCTIONS['amax'])}, 1)"
+            elif op.kind == "amin":
+                expr = f"al.min({live(x, REDUCTIONS['amin'])}, 1)"
+            elif op.kind == "norm":
+                p = op.params.get("p", "fro")
+                if p in (2, 2.0, "fro"):
+                    expr = f"al.sqrt(al.sum({live(f'{x} * {x}', '0.0')}, 1))"
+                elif p in (1, 1.0):
+                    expr = f"al.sum({live(f'al.abs({x})', '0.0')}, 1)"
+                else:
+                    raise NoTemplate(f"norm p={p!r}; valid: 1, 2, 'fro'")
+            else:  # logsumexp, softmax, log_softmax: the row max first, for range
+                lines.append(f"    {out}_m = al.max({live(x, REDUCTIONS['amax'])}, 1)\n")
+                lines.append(
+                    f"    {out}_s = al.sum({live(f'al.exp({x} - {out}_m[:, None])', '0.0')}, 1)\n"
+                )
+                expr = {
+                    "logsumexp": f"{out}_m + al.log({out}_s)",
+                    "softmax": f"al.exp({x} - {out}_m[:, None]) / {out}_s[:, None]",
+                    "log_softmax": f"{x} - {out}_m[:, None] - al.log({out}_s)[:, None]",
+                }[op.kind]
+            shape = "full" if op.kind in ROW_OPS else "row"
+            if shape == "row" and _shape(op.node) not in row_shapes:
+                raise NoTemplate(f"{op.kind} gives shape {_shape(op.node)}, not rows of {full}")
+        elif op.kind in ELEMENTWISE:
+            vals = [operand(a) for a in op.args]
+            kinds = {k for _, k in vals}
+            shape = "full" if "full" in kinds else "row" if "row" in kinds else "const"
+            if shape == "const":
+                raise NoTemplate(f"{op.kind} of constants only")
+            names_ = []
+            for (v, k), a in zip(vals, op.args):
+                if k == "row" and shape == "full":
+                    if _shape(a) != full[:-1] + (1,):  # PyTorch broadcasts [M] along N
+                        raise NoTemplate(f"{op.kind} broadcasts {_shape(a)} against {full}")
+                    v = f"{v}[:, None]"
+                names_.append(v)
+            expr = _elementwise_expr(op, names_)
+            if _shape(op.node) not in ({full} if shape == "full" else row_shapes):
+                raise NoTemplate(f"{op.kind} gives shape {_shape(op.node)}, not {full} rows")
+        else:
+            raise NoTemplate(f"{op.kind} is not a row-program op")
+        lines.append(f"    {out} = {expr}\n")
+        env[op.node] = (out, shape)
+    return lines
+
+
+def _rowprog(gm, ops, inputs, result, task, names) -> Emission:
+    """A row program: elementwise ops, reductions over the last dim (sum, mean, amax, amin,
+    logsumexp, p-norms) and whole-row ops (softmax, log_softmax) over [M, N] rows, one
+    program holding ROWS whole rows (BN >= N), reduced values broadcast back as [ROWS, 1]."""
+    first = ops[0].args[0] if ops[0].args else None
+    full = _shape(first) if _is_node(first) else ()
+    if not full:
+        raise NoTemplate("a row program starts from a tensor operand")
+    rank, n = len(full), full[-1]
+    rows = math.prod(full[:-1])
+    env: dict[Any, tuple[str, str]] = {}  # node -> (name, "full" | "row")
+    params: list[str] = []
+    binding: dict[str, dict[str, Any]] = {}
+    loads: list[str] = []
+
+    def operand(node: Any) -> tuple[str, str]:
+        c = _const(node)
+        if c is not None:
+            return c, "const"
+        if node in env:
+            return env[node]
+        shape = _shape(node)
+        src = (
+            {"from": "input", "index": inputs.index(node)}
+            if node in inputs
+            else _param_binding(gm, node)
+        )
+        if src is None:
+            raise NoTemplate(f"operand {node} is not a forward input, a parameter or a constant")
+        if shape == full:
+            name = f"x{len(params)}"
+            params.append(f'{name}: al.Tensor["M", "N"]')
+            binding[name] = {**src, "view": "2d"}
+            loads.append(f"    {name}_t = al.load({name}.tile(ROWS, BN)[pm, 0]).to(al.f32)\n")
+            env[node] = (f"{name}_t", "full")
+        elif shape in ((n,), (1, n)) or (
+            len(shape) == rank and shape[-1] == n and math.prod(shape) == n
+        ):
+            name = f"vec{len(params)}"
+            params.append(f'{name}: al.Tensor["N"]')
+            binding[name] = {**src, "view": "1d"}
+            loads.append(f"    {name}_t = al.load({name}.tile(BN)[0]).to(al.f32)[None, :]\n")
+            env[node] = (f"{name}_t", "full")
+        else:
+            raise NoTemplate(
+                f"operand {node} of shape {shape} is neither [..., {n}] rows nor an [{n}] vector"
+            )
+        return env[node]
+
+    lines = _row_lines(ops, env, operand, full)
+    if result not in env or env[result][1] == "const":
+        raise NoTemplate("the forward's result is not computed by the row program")
+    res, kind = env[result]
+    binding["y"] = {"from": "output", "view": "2d" if kind == "full" else "1d"}
+    if kind == "full":
+        y_param, y_view, value = 'y: al.Tensor["M", "N"]', "y.tile(ROWS, BN)[pm, 0]", res
+    else:
+        y_param, y_view, value = 'y: al.Tensor["M"]', "y.tile(ROWS)[pm]", res
+    x0 = next((p.split(":")[0] for p in params if p.startswith("x")), None)
+    if x0 is None:
+        raise NoTemplate("a row program needs one forward input of the rows' shape")
+    body = "".join(loads) + "".join(lines)
+    source = _fill(
+        "rowprog", TASK=task, WHAT=" -> ".join(names), ENTRY=ENTRY,
+        PARAMS=", ".join(params), Y_PARAM=y_param, X0=x0, BODY=body,
+        OUT=f"{value}", Y_VIEW=y_view,
+    )  # fmt: skip
+    bn = _np2(n)
+    tiles = {"ROWS": [r for r in (4, 1, 2, 8) if r * bn <= 65536] or [1], "BN": [bn]}
+    return Emission("rowprog", source, ENTRY, tiles, binding, {"M": rows, "N": n}, names)
 
 
 def match(gm: Any, task: str) -> Emission:
@@ -161,16 +635,38 @@ def match(gm: Any, task: str) -> Emission:
     inputs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     output = next(n for n in gm.graph.nodes if n.op == "output")
     result = output.args[0]
+    # identities (clone, detach, contiguous, Dropout and Identity in eval) are aliases
+    alias: dict[Any, Any] = {}
+    kept = []
+    for o in ops:
+        o.args = [alias.get(a, a) if _is_node(a) else a for a in o.args]
+        if o.kind == "identity" and o.args and _is_node(o.args[0]):
+            alias[o.node] = o.args[0]
+        else:
+            kept.append(o)
+    ops = kept
+    result = alias.get(result, result) if _is_node(result) else result
     why = ""
     try:
         if ops and not isinstance(result, tuple | list):
             first = ops[0].kind
-            if first in ("matmul", "linear"):
+            if first in ("matmul", "linear") or (
+                first == "transpose" and any(o.kind in ("matmul", "linear") for o in ops)
+            ):
                 return _matmul(gm, ops, inputs, result, task, names)
-            if first in ("softmax", "sum", "mean") and len(ops) == 1:
+            x0 = ops[0].args[0] if ops[0].args else None
+            if (first in ("softmax", "sum", "mean") and len(ops) == 1 and x0 in inputs
+                    and _is_last_dim(ops[0].dim, len(_shape(x0))) and not ops[0].keepdim):  # fmt: skip
                 return _rowwise(ops[0], inputs, task, names)
-            if all(o.kind in UNARY or o.kind in BINARY for o in ops):
+            if len(ops) <= 2 and first in ("sum", "mean", "amax", "amin") and ops[0].dim in (1, -2) \
+                    and len(_shape(ops[0].args[0])) == 3:  # fmt: skip
+                if len(ops) == 1 or (ops[1].kind == "getitem" and ops[1].params.get("index") == 0):
+                    return _midreduce(ops[0], inputs, task, names)
+            if all(o.kind in ELEMENTWISE for o in ops):
                 return _elementwise(ops, inputs, result, task, names)
+            if all(o.kind in ELEMENTWISE or o.kind in REDUCTIONS or o.kind in ROW_OPS
+                   or o.kind == "getitem" for o in ops):  # fmt: skip
+                return _rowprog(gm, ops, inputs, result, task, names)
     except NoTemplate as exc:
         why = f" ({exc})"
     raise NoTemplate(
@@ -185,49 +681,57 @@ def _fill(name: str, **parts: str) -> str:
         text = text.replace(f"@@{key}@@", value)
     if "@@" in text:
         raise NoTemplate(f"template {name} has unfilled parts")
+    bad = library_calls(text)  # each generated kernel, checked statically
+    if bad:
+        raise NoTemplate(f"template {name} emitted calls outside the DSL: {'; '.join(bad)}")
     return text
 
 
-def _chain(ops: list[Op], env: dict[Any, str], operand: Any) -> list[str]:
-    """DSL lines computing each elementwise op into `e<i>`, `env` mapping nodes to names;
-    `operand(node)` names an operand that is not an earlier op (or raises NoTemplate)."""
-    lines = []
-    for i, op in enumerate(ops):
-        vals = []
-        for a in op.args if op.attr == "" else op.args[:1]:
-            if isinstance(a, int | float) and not isinstance(a, bool):
-                vals.append(repr(float(a)))
-            elif a in env:
-                vals.append(env[a])
-            else:
-                vals.append(operand(a))
-        if op.kind in UNARY and len(vals) == 1:
-            expr = UNARY[op.kind].format(*vals)
-        elif op.kind in BINARY and len(vals) == 2:
-            expr = BINARY[op.kind].format(*vals)
-        else:
-            raise NoTemplate(f"{op.kind} with {len(vals)} operands is not elementwise here")
-        env[op.node] = f"e{i}"
-        lines.append(f"    e{i} = {expr}\n")
-    return lines
-
-
 def _matmul(gm, ops, inputs, result, task, names) -> Emission:
-    core, rest = ops[0], ops[1:]
+    # transposes of forward inputs (`A.T`, `B.t()`) before the product are read as permuted views
+    lead = 0
+    transposed: dict[Any, Any] = {}
+    while ops[lead].kind == "transpose":
+        src = ops[lead].args[0]
+        if src not in inputs or len(_shape(src)) != 2:
+            raise NoTemplate("only transposes of 2-D forward inputs feed the matmul")
+        transposed[ops[lead].node] = src
+        lead += 1
+    core, rest = ops[lead], ops[lead + 1 :]
+    if core.kind not in ("matmul", "linear"):
+        raise NoTemplate(f"a transpose feeds {core.kind}, not a matmul")
     binding: dict[str, dict[str, Any]] = {}
     a_node = core.args[0]
-    if a_node not in inputs or len(_shape(a_node)) != 2:
-        raise NoTemplate("the matmul's left operand must be a 2-D forward input")
-    binding["a"] = {"from": "input", "index": inputs.index(a_node)}
-    m, k = _shape(a_node)
+    a_src = transposed.get(a_node, a_node)
+    if a_src not in inputs or len(_shape(a_node)) < 2:
+        raise NoTemplate("the matmul's left operand must be a forward input of >= 2 dims")
+    if a_node in transposed:
+        k, m = _shape(a_src)
+        a_param, a_view, k_dim = (
+            'a: al.Tensor["K", "M"],',
+            "al.permute(a.tile(BK, BM)[k, pm], (1, 0))",
+            "a.shape[0]",
+        )
+        binding["a"] = {"from": "input", "index": inputs.index(a_src)}
+    else:
+        *lead_dims, k = _shape(a_node)
+        m = math.prod(lead_dims)
+        a_param, a_view, k_dim = 'a: al.Tensor["M", "K"],', "a.tile(BM, BK)[pm, k]", "a.shape[1]"
+        binding["a"] = {"from": "input", "index": inputs.index(a_node)}
+        if len(lead_dims) > 1:  # [..., K] rows: the row-major [rows, K] view, C likewise
+            binding["a"]["view"] = "2d"
     vectors: list[str] = []
     if core.kind == "matmul":
         b_node = core.args[1]
-        if b_node not in inputs or len(_shape(b_node)) != 2:
+        b_src = transposed.get(b_node, b_node)
+        if b_src not in inputs or len(_shape(b_node)) != 2:
             raise NoTemplate("the matmul's right operand must be a 2-D forward input")
-        binding["b"] = {"from": "input", "index": inputs.index(b_node)}
+        binding["b"] = {"from": "input", "index": inputs.index(b_src)}
         n = _shape(b_node)[1]
-        b_param, b_view = 'b: al.Tensor["K", "N"],', "b.tile(BK, BN)[k, pn]"
+        if b_node in transposed:
+            b_param, b_view = 'b: al.Tensor["N", "K"],', "al.permute(b.tile(BN, BK)[pn, k], (1, 0))"
+        else:
+            b_param, b_view = 'b: al.Tensor["K", "N"],', "b.tile(BK, BN)[k, pn]"
     else:  # nn.Linear: y = x @ W^T + bias, W is [N, K]
         mod = core.module
         if mod is None:
@@ -238,27 +742,59 @@ def _matmul(gm, ops, inputs, result, task, names) -> Emission:
         if mod.bias is not None:
             binding["vec0"] = {"from": "param", "attr": f"{core.attr}.bias"}
             vectors.append("vec0")
+    if any(o.kind in REDUCTIONS or o.kind in ROW_OPS or o.kind in ("getitem", "group_norm")
+           for o in rest):  # fmt: skip
+        a_dims = (a_node in transposed, "a.shape[1]" if a_node in transposed else "a.shape[0]")
+        if core.kind == "linear":
+            n_dim = "w.shape[0]"
+        else:
+            n_dim = "b.shape[0]" if core.args[1] in transposed else "b.shape[1]"
+        return _matmul_rows(
+            gm, core, rest, inputs, result, task, names, binding, vectors,
+            dict(A_PARAM=a_param, A_VIEW=a_view, K_DIM=k_dim, B_PARAM=b_param, B_VIEW=b_view,
+                 M_DIM=a_dims[1], N_DIM=n_dim),
+            (m, n, k),
+        )  # fmt: skip
     env: dict[Any, str] = {core.node: "acc"}
     lines = [f"    r{j} = al.load({v}.tile(BN)[pn])[None, :]\n" for j, v in enumerate(vectors)]
     if vectors:  # the Linear's bias, added before its epilogue
         lines.append("    acc = acc + r0\n")
 
+    def vector(src: dict[str, Any]) -> str:
+        name = f"vec{len(vectors)}"
+        vectors.append(name)
+        binding[name] = {**src, "view": "1d"}
+        lines.append(f"    r{len(vectors) - 1} = al.load({name}.tile(BN)[pn])[None, :]\n")
+        return f"r{len(vectors) - 1}"
+
     def operand(node: Any) -> str:
-        if node in inputs and _shape(node) == (n,):
-            name = f"vec{len(vectors)}"
-            vectors.append(name)
-            binding[name] = {"from": "input", "index": inputs.index(node)}
-            lines.append(f"    r{len(vectors) - 1} = al.load({name}.tile(BN)[pn])[None, :]\n")
-            return f"r{len(vectors) - 1}"
+        src = {"from": "input", "index": inputs.index(node)} if node in inputs else None
+        src = src or _param_binding(gm, node)
+        if src is not None and _shape(node) in ((n,), (1, n)):
+            return vector(src)
+        if src is not None and _shape(node) in ((), (1,), (1, 1)):
+            return scalar(src)
         raise NoTemplate(f"epilogue operand {node} is neither a constant nor an [N] vector")
 
-    lines += _chain(rest, env, operand)
+    def scalar(src: dict[str, Any]) -> str:
+        name = f"sc{len(scalars)}"
+        scalars.append(name)
+        binding[name] = {**src, "view": "1d"}
+        lines.append(f"    {name}_t = al.load_scalar({name}, 0)\n")
+        return f"{name}_t"
+
+    scalars: list[str] = []
+    lines += _chain(rest, env, operand, vector)
     lines.append(f"    out = {env[result]}\n")
     binding["c"] = {"from": "output"}
+    if binding["a"].get("view") == "2d":
+        binding["c"]["view"] = "2d"
     vec_params = "".join(f' {v}: al.Tensor["N"],' for v in vectors)
+    vec_params += "".join(f' {v}: al.Tensor["S{j}"],' for j, v in enumerate(scalars))
     source = _fill(
-        "matmul", TASK=task, WHAT=" -> ".join(names), ENTRY=ENTRY, B_PARAM=b_param,
-        BIAS_PARAM=vec_params, B_VIEW=b_view, EPILOGUE="".join(lines),
+        "matmul", TASK=task, WHAT=" -> ".join(names), ENTRY=ENTRY, A_PARAM=a_param,
+        A_VIEW=a_view, K_DIM=k_dim, B_PARAM=b_param, BIAS_PARAM=vec_params, B_VIEW=b_view,
+        EPILOGUE="".join(lines),
     )  # fmt: skip
     tile = lambda d: [t for t in (32, 16, 64) if t <= _np2(d)]  # noqa: E731
     tiles = {
@@ -322,3 +858,131 @@ def _elementwise(ops, inputs, result, task, names) -> Emission:
         r *= s
     tiles = {"BR": [16, 32], "BC": [t for t in (32, 64, 16) if t <= _np2(c)]}
     return Emission("elementwise", source, ENTRY, tiles, binding, {"R": r, "C": c}, names)
+
+
+def _midreduce(op: Op, inputs, task, names) -> Emission:
+    """sum, mean, amax or amin of a 3-D forward input over its middle dim (keepdim either)."""
+    x = op.args[0]
+    shape = _shape(x)
+    if x not in inputs or len(shape) != 3 or op.dim not in (1, -2):
+        raise NoTemplate(f"{op.kind} over dim {op.dim} of {shape}: only the middle dim of 3-D")
+    a, r, c = shape
+    reduce = {"sum": "al.sum(t, 1)", "mean": f"al.sum(t, 1) / {float(r)!r}",
+              "amax": "al.max(t, 1)", "amin": "al.min(t, 1)"}  # fmt: skip
+    if op.kind not in reduce:
+        raise NoTemplate(f"{op.kind} over a middle dim; valid: {', '.join(reduce)}")
+    # keepdim's [A, 1, C] output is passed as its [A, C] row-major view
+    y_param, y_view = 'y: al.Tensor["A", "C"]', "y.tile(1, BC)[pa, pc]"
+    source = _fill(
+        "midreduce", TASK=task, WHAT=f"{op.kind}(x, dim=1, keepdim={op.keepdim})", ENTRY=ENTRY,
+        Y_PARAM=y_param, NEUTRAL=REDUCTIONS[op.kind], REDUCE=op.kind, EXPR=reduce[op.kind],
+        Y_VIEW=y_view,
+    )  # fmt: skip
+    binding = {"x": {"from": "input", "index": inputs.index(x)}, "y": {"from": "output"}}
+    if op.keepdim:
+        binding["y"]["view"] = "2d"
+    br = _np2(r, 1)
+    tiles = {"BR": [br], "BC": [t for t in (32, 16, 64) if t * br <= 16384] or [16]}
+    return Emission("midreduce", source, ENTRY, tiles, binding, {"M": a * c, "N": r}, names)
+
+
+def _matmul_rows(gm, core, rest, inputs, result, task, names, binding, vectors, parts, mnk):
+    """A GEMM whose epilogue is a row program over the product's [M, N] rows (`_row_lines`):
+    each program holds BM whole rows, BN >= N."""
+    m, n, k = mnk
+    if binding["a"].get("view"):
+        raise NoTemplate("a row epilogue needs a 2-D left operand")
+    full = (m, n)
+    scalars: list[str] = []
+    env: dict[Any, tuple[str, str]] = {core.node: ("acc", "full")}
+    loads = [f"    {v}_t = al.load({v}.tile(BN)[0]).to(al.f32)[None, :]\n" for v in vectors]
+    if vectors:  # the Linear's bias, added before its epilogue
+        loads.append("    acc = acc + vec0_t\n")
+
+    def operand(node: Any) -> tuple[str, str]:
+        c = _const(node)
+        if c is not None:
+            return c, "const"
+        if node in env:
+            return env[node]
+        src = {"from": "input", "index": inputs.index(node)} if node in inputs else None
+        src = src or _param_binding(gm, node)
+        if src is not None and _shape(node) in ((), (1,), (1, 1)):
+            name = f"sc{len(scalars)}"
+            scalars.append(name)
+            binding[name] = {**src, "view": "1d"}
+            loads.append(f"    {name}_t = al.load_scalar({name}, 0)\n")
+            env[node] = (f"{name}_t", "full")
+            return env[node]
+        if src is None or _shape(node) not in ((n,), (1, n)):
+            raise NoTemplate(f"epilogue operand {node} is neither a constant nor an [N] vector")
+        name = f"vec{len(vectors)}"
+        vectors.append(name)
+        binding[name] = {**src, "view": "1d"}
+        loads.append(f"    {name}_t = al.load({name}.tile(BN)[0]).to(al.f32)[None, :]\n")
+        env[node] = (f"{name}_t", "full")
+        return env[node]
+
+    def vector(src: dict[str, Any]) -> str:
+        name = f"vec{len(vectors)}"
+        vectors.append(name)
+        binding[name] = {**src, "view": "1d"}
+        loads.append(f"    {name}_t = al.load({name}.tile(BN)[0]).to(al.f32)[None, :]\n")
+        return f"{name}_t"
+
+    lines = _row_lines(rest, env, operand, full, vector)
+    if result not in env:
+        raise NoTemplate("the forward's result is not computed by the epilogue")
+    res, kind = env[result]
+    if kind == "full":
+        c_param, c_view, view = 'c: al.Tensor["M", "N"]', "c.tile(BM, BN)[pm, 0]", "2d"
+    else:
+        c_param, c_view, view = 'c: al.Tensor["M"]', "c.tile(BM)[pm]", "1d"
+    binding["c"] = {"from": "output", "view": view}
+    vec_params = "".join(f' {v}: al.Tensor["N"],' for v in vectors)
+    vec_params += "".join(f' {v}: al.Tensor["S{j}"],' for j, v in enumerate(scalars))
+    parts = {key: val.replace("[pn,", "[0,").replace(", pn]", ", 0]") for key, val in parts.items()}
+    source = _fill(
+        "matmul_rows", TASK=task, WHAT=" -> ".join(names), ENTRY=ENTRY, BIAS_PARAM=vec_params,
+        C_PARAM=c_param, C_VIEW=c_view, EPILOGUE="".join(loads + lines), OUT=res, **parts,
+    )  # fmt: skip
+    bn = _np2(n)
+    tiles = {
+        "BM": [t for t in (16, 32) if t * bn <= 32768] or [16],
+        "BN": [bn],
+        "BK": [t for t in (16, 32) if t <= _np2(k)],
+    }
+    return Emission("matmul_rows", source, ENTRY, tiles, binding, {"M": m, "N": n, "K": k}, names)
+
+
+# what an emitted kernel may call: the DSL (`al.*`), tile/view methods, and float() for
+# constants; anything else (torch.*, F.*, a library) is compute outside the DSL
+KERNEL_METHODS = frozenset({"tile", "to"})
+KERNEL_BUILTINS = frozenset({"float"})
+
+
+def library_calls(source: str) -> list[str]:
+    """Every call in an emitted kernel module that is not the DSL's: a call `al.<op>`, a
+    tile method (`.tile`, `.to`) or `float(...)` is allowed; anything else is listed as it
+    is written (`torch.matmul`, `F.gelu`), with its line."""
+    import ast
+
+    tree = ast.parse(source)
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names]
+            mod = node.module if isinstance(node, ast.ImportFrom) else None
+            if not (mod == "argus_plugins.dsl.tile" and names == ["lang"]):
+                bad.append(f"line {node.lineno}: import {mod or ', '.join(names)}")
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "al":
+            continue
+        if isinstance(f, ast.Attribute) and f.attr in KERNEL_METHODS:
+            continue
+        if isinstance(f, ast.Name) and f.id in KERNEL_BUILTINS:
+            continue
+        bad.append(f"line {node.lineno}: {ast.unparse(f)}")
+    return bad

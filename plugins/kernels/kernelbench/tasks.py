@@ -14,11 +14,13 @@ untrusted and checked before they run (`static_check.py`).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
+import operator
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
@@ -114,3 +116,73 @@ def load_module(path: str | Path) -> ModuleType:
             f"{', '.join(REQUIRED)}"
         )
     return module
+
+
+# --scale: module-level sizes above SCALE_FLOOR shrink by the factor, to a multiple of
+# SCALE_FLOOR (so channel counts stay divisible by groups up to 16); kernel sizes, strides,
+# dilations, groups and other small hyperparameters (<= SCALE_FLOOR) are kept.
+SCALE_FLOOR = 16
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}  # fmt: skip
+
+
+def _const_int(node: ast.expr) -> int | None:
+    """The value of an integer constant expression (`4096`, `1024 * 2`, `2 ** 10`), else None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        a, b = _const_int(node.left), _const_int(node.right)
+        if a is not None and b is not None and not (isinstance(node.op, ast.Pow) and b > 64):
+            return int(_BINOPS[type(node.op)](a, b))
+    return None
+
+
+def scale_size(n: int, factor: float) -> int:
+    """`n` shrunk by `factor` (module-level sizes; see SCALE_FLOOR)."""
+    if n <= SCALE_FLOOR:
+        return n
+    return max(SCALE_FLOOR, int(n * factor) // SCALE_FLOOR * SCALE_FLOOR)
+
+
+def scaled_source(source: str, factor: float) -> str:
+    """The task file's text with every module-level integer size (`batch_size = 4096`,
+    `M, N = 1024, 2048`) scaled by `factor` (`scale_size`). Raises TaskError for a factor
+    outside (0, 1]."""
+    if not 0 < factor <= 1:
+        raise TaskError(f"kernel.options.scale={factor!r}: must be in (0, 1] (a shrink factor)")
+    tree = ast.parse(source)
+    edits: list[tuple[ast.expr, int]] = []
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.Assign | ast.AnnAssign) or stmt.value is None:
+            continue
+        values = stmt.value.elts if isinstance(stmt.value, ast.Tuple) else [stmt.value]
+        for v in values:
+            n = _const_int(v)
+            if n is not None and scale_size(n, factor) != n:
+                edits.append((v, scale_size(n, factor)))
+    lines = source.splitlines(keepends=True)
+    for node, n in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
+        if node.lineno != node.end_lineno:
+            continue  # a size written over several lines is kept
+        i = node.lineno - 1
+        lines[i] = lines[i][: node.col_offset] + str(n) + lines[i][node.end_col_offset :]
+    return "".join(lines)
+
+
+def scaled(ref: TaskRef, factor: float | None, workdir: str | Path | None = None) -> TaskRef:
+    """`ref` with its sizes scaled by `factor` (None or 1: `ref` itself): a copy of the task
+    file under `workdir` (default: a per-user temp folder), named by the source's hash."""
+    if factor is None or float(factor) == 1.0:
+        return ref
+    import os
+    import tempfile
+
+    text = scaled_source(ref.path.read_text(), float(factor))
+    digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+    base = Path(workdir) if workdir else Path(tempfile.gettempdir()) / f"argus-kb-{os.getuid()}"
+    folder = base / f"scaled-{digest}" / ref.level
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / ref.path.name
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+    return replace(ref, path=path)

@@ -89,3 +89,24 @@ def test_fastp_cli_reports_a_table_over_tasks(capsys):
     assert "level1/8     yes" in out and "estimated" in out
     assert "level1/11    no" in out and "no template matches" in out
     assert "fast_0 = 0.500" in out
+
+
+@pytest.mark.slow
+def test_front_end_programs_are_correct_in_the_interpreter_through_fastp(capsys):
+    """Row programs (RMS norm, log_softmax), a transposed GEMM with a LeakyReLU/hardtanh
+    epilogue, a Linear with erf-GELU/bias/Mish/clamp, middle-dim reductions, and GEMMs with
+    a softmax or logsumexp epilogue over whole rows: each
+    lowered from its captured graph, verified, and correct against the Model."""
+    keys = ",".join(
+        [*(f"level1/{i}" for i in range(12, 17)), *(f"level2/{i}" for i in range(4, 11))]
+    )
+    assert fastp.main(["--path", str(TASKS), "--tasks", keys, "--budget", "1"]) == 0
+    out = capsys.readouterr().out
+    for key in keys.split(","):
+        assert f"{key:<12} yes" in out, out
+    assert "fast_0 = 1.000" in out
+
+
+def test_scale_outside_zero_one_is_a_template_stage_error_naming_the_value():
+    out = fastp.evaluate_task(str(TASKS), "level1/4", "interpret", 1, None, scale=2.0)
+    assert not out.correct and out.reached == "template" and "scale=2.0" in out.note
