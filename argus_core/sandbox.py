@@ -19,22 +19,33 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
+import contextvars
 import copyreg
 import importlib
+import importlib.util
 import io
+import logging
 import math
 import os
 import pickle
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from argus_core.errors import DSLError
+from argus_core.errors import ConfigError, DSLError
 
 if TYPE_CHECKING:
     from argus_core.protocols import DSLFrontend
+
+log = logging.getLogger(__name__)
 
 # builtins a DSL module may name; every other builtin is refused
 SAFE_BUILTINS: frozenset[str] = frozenset(
@@ -288,6 +299,416 @@ def check_source(dsl: DSLFrontend, source: str, filename: str = "<llm>") -> None
         )
 
 
+# --------------------------------------------------------------------------- OS isolation
+#
+# Every process that runs untrusted code (tracing an LLM's DSL module, a `kernel.source`
+# file, a candidate's correctness and timing, a ModelNew) is started by `run_isolated`:
+# under bubblewrap (a maintained, setuid-free sandbox that uses Linux namespaces) with an
+# empty environment, no network, a private PID namespace, a read-only view of only the
+# Python installation and Argus's own packages, a size-limited private /tmp as its only
+# writable place, no capabilities, and resource limits. docs/security.md is the threat model.
+
+SANDBOX_MODES: tuple[str, ...] = ("auto", "bwrap", "none")
+SANDBOX_ENV = "ARGUS_SANDBOX"  # the mode when `configure` was not called (`sandbox=` in a run)
+SCRATCH_BYTES = 1 << 30  # size of the private /tmp (the only writable place)
+FILE_BYTES = 256 << 20  # RLIMIT_FSIZE: no file (stdout/stderr included) grows beyond this
+OUTPUT_TAIL_BYTES = 4096  # untrusted text kept in an error message (the rest is dropped)
+MAX_TASKS = 512  # processes + threads of one sandbox (a fork bomb stops here)
+# variables an isolated process may receive from the parent (everything else is dropped:
+# API keys, tokens, paths of the store)
+PASSTHROUGH_ENV: frozenset[str] = frozenset(
+    {
+        "CUDA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "TRITON_INTERPRET",
+        "PYTHONPATH",  # only its folders that `_readable_roots` mounts are there to read
+    }
+)
+
+_configured: str | None = None
+_warned_none = False
+_cgroup_seq = 0
+
+
+class SandboxError(ConfigError):
+    """Untrusted code was refused: no OS isolation here and `sandbox=none` was not given,
+    or an unknown sandbox mode. A candidate refused so fails at stage `security`."""
+
+    stage = "security"
+
+
+def configure(mode: str | None) -> None:
+    """Set the sandbox mode of this process (the run's `sandbox` config key): "auto" (bubblewrap,
+    refusing untrusted code where it does not work), "bwrap" (the same, named) or "none"
+    (run untrusted code unisolated, with a warning on every run). None: back to
+    `$ARGUS_SANDBOX`, default "auto"."""
+    global _configured
+    if mode is not None and mode not in SANDBOX_MODES:
+        raise SandboxError(
+            f"sandbox={mode!r} is not a sandbox mode; valid choices: {', '.join(SANDBOX_MODES)}"
+        )
+    _configured = mode
+    if mode is not None:
+        os.environ[SANDBOX_ENV] = mode  # so child processes of this run (sweeps) agree
+
+
+def sandbox_mode() -> str:
+    mode = _configured or os.environ.get(SANDBOX_ENV) or "auto"
+    if mode not in SANDBOX_MODES:
+        raise SandboxError(
+            f"{SANDBOX_ENV}={mode!r} is not a sandbox mode; valid choices: "
+            f"{', '.join(SANDBOX_MODES)}"
+        )
+    return mode
+
+
+_probe: tuple[bool, str] | None = None
+_probed_path: str | None = None
+
+
+def bwrap_path() -> str | None:
+    """The bubblewrap binary: `$ARGUS_BWRAP` if set (a path), else `bwrap` on PATH."""
+    env = os.environ.get("ARGUS_BWRAP")
+    if env:
+        return env if os.access(env, os.X_OK) else None
+    return shutil.which("bwrap")
+
+
+def isolation_problem() -> str | None:
+    """None when bubblewrap isolates processes here, else why not (probed once per binary:
+    bwrap must exist and create user, PID and network namespaces)."""
+    global _probe, _probed_path
+    bwrap = bwrap_path()
+    if _probe is None or bwrap != _probed_path:
+        _probed_path = bwrap
+        if bwrap is None:
+            where = os.environ.get("ARGUS_BWRAP") or "on PATH"
+            _probe = (
+                False,
+                f"bubblewrap (`bwrap`) is not installed ({where}; apt-get install bubblewrap)",
+            )
+        else:
+            probe = subprocess.run(
+                [bwrap, *_namespace_args(), "--ro-bind", "/", "/", "--", "/bin/true"],
+                capture_output=True,
+                timeout=30,
+            )
+            why = probe.stderr.decode(errors="replace").strip()[:300]
+            _probe = (probe.returncode == 0, f"bwrap cannot create namespaces here: {why}")
+    return None if _probe[0] else _probe[1]
+
+
+_trusted: contextvars.ContextVar[bool] = contextvars.ContextVar("argus_trusted", default=False)
+
+
+@contextlib.contextmanager
+def trusted_code(trusted: bool = True) -> Iterator[None]:
+    """Within this block, processes started by `run_isolated` run code Argus made itself
+    (its own lowering of a kernel it did not take from an LLM or a user's file): isolated
+    where isolation works, and without it, silently, where it does not. Outside (the
+    default), everything `run_isolated` starts is untrusted."""
+    token = _trusted.set(trusted)
+    try:
+        yield
+    finally:
+        _trusted.reset(token)
+
+
+def require_isolation(what: str) -> bool:
+    """True if `what` (untrusted code about to run) will run under bubblewrap, False if the
+    user chose `sandbox=none` (logged loudly) or the code is trusted (`trusted_code`) and
+    isolation does not work here. SandboxError when isolation does not work here for
+    untrusted code and the user did not choose `sandbox=none`."""
+    global _warned_none
+    mode = sandbox_mode()
+    if mode != "none" and _trusted.get() and isolation_problem() is not None:
+        return False
+    if mode == "none":
+        if not _warned_none:
+            log.warning(
+                "SANDBOX DISABLED (sandbox=none): %s and all other untrusted code run with "
+                "your privileges, environment (API keys) and files",
+                what,
+            )
+            _warned_none = True
+        return False
+    problem = isolation_problem()
+    if problem is not None:
+        raise SandboxError(
+            f"refusing to run {what} without OS isolation: {problem}. Install bubblewrap, or "
+            f"pass sandbox=none to run untrusted code unisolated (valid choices: "
+            f"{', '.join(SANDBOX_MODES)})"
+        )
+    return True
+
+
+_nested_userns_flag: dict[str | None, list[str]] = {}
+
+
+def _no_nested_userns() -> list[str]:
+    """`--unshare-user --disable-userns` where this bwrap has it (0.8+): code inside cannot
+    create user namespaces of its own (less kernel surface); [] for an older bwrap."""
+    bwrap = bwrap_path()
+    if bwrap not in _nested_userns_flag:
+        try:
+            run = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30)
+            supported = bwrap is not None and "--disable-userns" in run.stdout
+        except (OSError, TypeError, subprocess.SubprocessError):
+            supported = False
+        _nested_userns_flag[bwrap] = ["--unshare-user", "--disable-userns"] if supported else []
+    return _nested_userns_flag[bwrap]
+
+
+def _namespace_args() -> list[str]:
+    return [
+        "--unshare-all",  # user, pid, net, ipc, uts, cgroup namespaces
+        *_no_nested_userns(),
+        "--cap-drop", "ALL",
+        "--die-with-parent",
+        "--new-session",  # no TIOCSTI into the parent's terminal
+    ]  # fmt: skip
+
+
+ARGUS_PACKAGES = ("argus_core", "argus_plugins", "argus_conf")
+
+
+def _readable_roots() -> list[str]:
+    """What an isolated Python needs to read: the system's /usr and /etc, the Python
+    installation and environment, and Argus's own package folders (not the repository
+    around them: no store, no MLflow database, no configs)."""
+    import argus_core
+
+    roots = ["/usr", "/etc", sys.base_prefix, sys.prefix, os.path.dirname(sys.executable)]
+    roots.append(os.path.dirname(os.path.abspath(argus_core.__file__)))
+    # the plugins' folder, found without importing them (the core never imports plugins)
+    spec = importlib.util.find_spec("argus_plugins")
+    roots.extend(spec.submodule_search_locations or [] if spec is not None else [])
+    # $PYTHONPATH (passed on): a folder holding Argus's packages (a checkout) gives only
+    # those packages; any other folder (installed wheels) is given whole
+    for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        if not entry or not os.path.isdir(entry):
+            continue
+        packages = [os.path.join(entry, name) for name in ARGUS_PACKAGES]
+        found = [pkg for pkg in packages if os.path.isdir(pkg)]
+        roots.extend(found or [entry])
+    real = [os.path.realpath(r) for r in roots]
+    out: list[str] = []
+    for r in sorted(set(roots + real)):
+        if os.path.isdir(r) and not any(r.startswith(o + "/") or r == o for o in out):
+            out.append(r)
+    return out
+
+
+def bwrap_argv(argv: Sequence[str], env: Mapping[str, str], device: bool) -> list[str]:
+    """The bubblewrap command line that runs `argv` isolated with exactly `env`; `device`
+    exposes /dev, /sys and /opt read-only (a GPU runner needs its device files)."""
+    args = [bwrap_path() or "bwrap", *_namespace_args()]
+    # the private /tmp first, so what lives under the host's /tmp can be bound on top of it
+    args += ["--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp"]
+    for path in _readable_roots():
+        args += ["--ro-bind", path, path]
+    for link in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):
+        if os.path.islink(link):
+            args += ["--symlink", os.readlink(link), link]
+        elif os.path.isdir(link):
+            args += ["--ro-bind", link, link]
+    if device:
+        args += ["--dev-bind", "/dev", "/dev", "--ro-bind", "/sys", "/sys"]
+        if os.path.isdir("/opt"):
+            args += ["--ro-bind", "/opt", "/opt"]
+    else:
+        args += ["--dev", "/dev"]
+    args += ["--proc", "/proc"]
+    args += ["--chdir", "/tmp", "--clearenv"]
+    for key, value in env.items():
+        args += ["--setenv", key, value]
+    return [*args, "--", *argv]
+
+
+def isolated_env(extra: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """The whole environment of an isolated process: a fixed base, the parent's
+    PASSTHROUGH_ENV, then `extra` (None removes a key)."""
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/tmp",
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "TRITON_CACHE_DIR": "/tmp/triton-cache",
+        "ARGUS_KERNEL_DIR": "/tmp/argus-kernels",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        SANDBOX_ENV: "bwrap",
+    }
+    env.update({k: v for k, v in os.environ.items() if k in PASSTHROUGH_ENV})
+    for key, value in (extra or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def _task_cgroup() -> str | None:
+    """A fresh pids cgroup capped at MAX_TASKS (root only, cgroup v1 or v2), or None."""
+    global _cgroup_seq
+    if os.geteuid() != 0:
+        return None
+    for base in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+        if not os.path.exists(os.path.join(base, "cgroup.procs")):
+            continue
+        _cgroup_seq += 1
+        path = os.path.join(base, f"argus-sandbox-{os.getpid()}-{_cgroup_seq}")
+        try:
+            os.mkdir(path)
+            with open(os.path.join(path, "pids.max"), "w") as f:
+                f.write(str(MAX_TASKS))
+            return path
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+    return None
+
+
+def _cgroup_cleanup(path: str | None) -> None:
+    if path is None:
+        return
+    for _ in range(50):
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as f:
+                pids = [int(p) for p in f.read().split()]
+        except OSError:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        try:
+            os.rmdir(path)
+            return
+        except OSError:
+            time.sleep(0.02)
+
+
+def _limits(cpu_s: int, memory_bytes: int | None, cgroup: str | None) -> Any:
+    """preexec_fn of the sandbox: join the task cgroup (or cap RLIMIT_NPROC for a
+    non-root user), then CPU-time, address-space, file-size and core-dump limits."""
+
+    def apply() -> None:
+        import resource
+
+        if cgroup is not None:
+            with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
+                f.write("0")
+        elif os.geteuid() != 0:
+            running = sum(1 for p in os.listdir("/proc") if p.isdigit())
+            cap = running + MAX_TASKS
+            resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+        if memory_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_BYTES, FILE_BYTES))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+    return apply
+
+
+@dataclass
+class IsolatedRun:
+    """What an isolated process left: exit status (negative: killed by that signal), its
+    stdout (bytes, whole up to FILE_BYTES) and the tail of its stderr (text, at most
+    OUTPUT_TAIL_BYTES: untrusted), wall seconds, and whether it was killed on timeout."""
+
+    returncode: int
+    stdout: bytes
+    stderr: str
+    seconds: float
+    timed_out: bool
+    isolated: bool
+
+
+def truncate(text: str, limit: int = OUTPUT_TAIL_BYTES) -> str:
+    """Untrusted text cut to about `limit` characters (head and tail kept, the cut named)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters cut ...]\n{text[-half:]}"
+
+
+def run_isolated(
+    argv: Sequence[str],
+    stdin: bytes,
+    timeout_s: float,
+    *,
+    what: str,
+    env: Mapping[str, str | None] | None = None,
+    device: bool = False,
+    memory_bytes: int | None = CHILD_MEMORY_BYTES,
+    cpu_s: int | None = None,
+) -> IsolatedRun:
+    """Run `argv` (untrusted code: `what` names it in errors) with `stdin`, isolated
+    (`require_isolation`), killed with every process it started after `timeout_s` wall
+    seconds. `env` adds to `isolated_env` (None removes). With sandbox=none it runs
+    unisolated with the parent's environment, still in its own session and limits.
+    SandboxError when isolation is required but unavailable; never raises for what the
+    process does."""
+    isolated = require_isolation(what)
+    cpu = cpu_s if cpu_s is not None else 2 * math.ceil(timeout_s) + 5
+    if isolated:
+        full_env = isolated_env(env)
+        cmd = bwrap_argv(argv, full_env, device)
+        cgroup = _task_cgroup()
+    else:
+        full_env = dict(os.environ)
+        for key, value in (env or {}).items():
+            if value is None:
+                full_env.pop(key, None)
+            elif key not in ("TRITON_CACHE_DIR", "ARGUS_KERNEL_DIR", "HOME", "TMPDIR"):
+                full_env[key] = value
+        cmd, cgroup = list(argv), None
+    if device:
+        memory_bytes = None  # a GPU runtime reserves far more address space than it uses
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        try:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=out,
+                stderr=err,
+                env=full_env,
+                start_new_session=True,
+                preexec_fn=_limits(cpu, memory_bytes, cgroup),
+            )
+        except BaseException:
+            _cgroup_cleanup(cgroup)
+            raise
+        timed_out = False
+        try:
+            proc.communicate(stdin, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        except BrokenPipeError:  # it exited (or closed stdin) before reading its input
+            pass
+        finally:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # bwrap: its PID namespace goes with it
+            _cgroup_cleanup(cgroup)
+            proc.wait()
+        seconds = time.perf_counter() - start
+        out.seek(0)
+        stdout = out.read()
+        err.seek(0, os.SEEK_END)
+        size = err.tell()
+        err.seek(max(0, size - OUTPUT_TAIL_BYTES))
+        stderr = err.read().decode(errors="replace")
+    code = proc.returncode
+    if isolated and code > 128 and (code - 128) in signal.valid_signals():
+        code = 128 - code  # bwrap reports its child's death by signal N as status 128+N
+    return IsolatedRun(code, stdout, stderr, seconds, timed_out, isolated)
+
+
 # --------------------------------------------------------------------------- child trace
 
 
@@ -324,26 +745,36 @@ def trace_all_in_child(
             "cpu_s": math.ceil(limit) + 1,
         }
     )
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "argus_core.sandbox"],
-            input=payload,
-            capture_output=True,
-            timeout=limit,
-            env=env,
-        )
-    except subprocess.TimeoutExpired:  # subprocess.run has killed the child
-        raise DSLError(f"trace timed out after {limit:g}s", filename) from None
-    if proc.returncode != 0 or not proc.stdout:
-        lines = proc.stderr.decode(errors="replace").strip().splitlines()
+    run = run_isolated(
+        [sys.executable, "-m", "argus_core.sandbox"],
+        payload,
+        limit,
+        what=f"tracing untrusted DSL code {filename}",
+        env={"TRITON_INTERPRET": None},
+        cpu_s=math.ceil(limit) + 1,
+    )
+    if run.timed_out:  # run_isolated has killed the child and all it started
+        raise DSLError(f"trace timed out after {limit:g}s", filename)
+    if run.returncode != 0 or not run.stdout:
+        lines = run.stderr.strip().splitlines()
         raise DSLError(
-            f"trace crashed (exit {proc.returncode}): {lines[-1] if lines else 'no output'}",
+            f"trace crashed (exit {run.returncode}): "
+            f"{truncate(lines[-1]) if lines else 'no output'}",
             filename,
         )
-    reply = _SafeUnpickler(io.BytesIO(proc.stdout)).load()
+    try:
+        reply = _SafeUnpickler(io.BytesIO(run.stdout)).load()
+    except Exception as exc:  # noqa: BLE001 - whatever the child sent, it is not IR
+        raise DSLError(
+            f"the tracing child sent no IR: {truncate(str(exc), 300)}", filename
+        ) from None
+    if not isinstance(reply, dict):
+        raise DSLError("the tracing child sent no IR", filename)
     if "error" in reply:
-        raise DSLError(reply["error"], reply.get("where"))
+        raise DSLError(
+            truncate(str(reply["error"])),
+            reply.get("where") if isinstance(reply.get("where"), str) else None,
+        )
     return reply["irs"]
 
 
@@ -416,7 +847,6 @@ def _limit_child(cpu_s: int) -> None:
         return
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
     resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
 
 
 def _child_main() -> None:

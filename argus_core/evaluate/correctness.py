@@ -1,18 +1,18 @@
 """Correctness of a lowered kernel against its family's PyTorch reference, in a child process.
 
-The candidate runs in `python -m argus_core.evaluate.worker` with a time limit, so a hang,
-a crash or an illegal memory access fails that candidate and never the caller: every
-failure comes back as a CorrectnessReport with ok=False and the reason.
+The candidate runs in `python -m argus_core.evaluate.worker`, isolated by the OS sandbox
+(`argus_core.sandbox.run_isolated`) with a time limit, so a hang, a crash or an illegal
+memory access fails that candidate and never the caller: every failure comes back as a
+CorrectnessReport with ok=False and the reason. (The kernel it runs is Argus's own lowering
+of verified IR, not code an LLM wrote; KernelBench's ModelNew, which is, is checked with
+the reference and verdict kept in the parent: `argus_plugins.kernels.kernelbench.evaluate`.)
 """
 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 import sys
-import time
 from typing import Any
 
 from argus_core.errors import ConfigError, choices_error
@@ -29,63 +29,74 @@ RUNNERS: dict[str, tuple[str, dict[str, str | None]]] = {
 STDERR_TAIL = 3000
 
 
-def child_env(runner: str) -> dict[str, str]:
-    env = dict(os.environ)
-    ensure_triton_cache_dir()
-    env["TRITON_CACHE_DIR"] = os.environ["TRITON_CACHE_DIR"]
-    for key, value in RUNNERS[runner][1].items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
+WORKER_MEMORY_BYTES = 16 << 30  # address space of a CPU worker (a GPU worker has none)
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    # the worker leads its own session, so this reaches anything it started too
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+def worker_env(runner: str) -> dict[str, str | None]:
+    """What a worker's environment adds to the sandbox's (`sandbox.isolated_env`): the
+    runner's TRITON_INTERPRET (set for the interpreter, removed for a GPU runner, where it
+    would silently run on the CPU)."""
+    return dict(RUNNERS[runner][1])
+
+
+def run_worker_bytes(module: str, request: bytes, runner: str, timeout_s: float) -> dict[str, Any]:
+    """`python -m module` with `request` on stdin, isolated by the OS sandbox
+    (`argus_core.sandbox.run_isolated`: no environment, network or files of the caller) and
+    killed with all it started after `timeout_s`: {"stdout": bytes, "seconds_wall"} when it
+    exits with status 0, else {"ok": False, "error": why, "seconds_wall"} for a timeout or
+    a crash (untrusted text cut to a few KiB). SandboxError when isolation is unavailable
+    and `sandbox=none` was not chosen."""
+    from argus_core.sandbox import run_isolated
+
+    ensure_triton_cache_dir()  # sandbox=none: the worker shares the parent's cache
+    run = run_isolated(
+        [sys.executable, "-m", module],
+        request,
+        timeout_s,
+        what=f"a candidate's check ({module})",
+        env=worker_env(runner),
+        device=RUNNERS[runner][0] != "cpu",
+        memory_bytes=WORKER_MEMORY_BYTES,
+    )
+    wall = run.seconds
+    if run.timed_out:
+        return {"ok": False, "error": f"timeout after {timeout_s:g}s", "seconds_wall": wall}
+    if run.returncode != 0:
+        how = (
+            f"killed by signal {signal.Signals(-run.returncode).name}"
+            if run.returncode < 0 and -run.returncode in signal.valid_signals()
+            else f"exit status {run.returncode}"
+        )
+        error = f"worker crashed ({how}): {run.stderr[-STDERR_TAIL:]}"
+        return {"ok": False, "error": error, "seconds_wall": wall}
+    return {"stdout": run.stdout, "seconds_wall": wall}
 
 
 def run_worker(
     module: str, request: dict[str, Any], runner: str, timeout_s: float
 ) -> dict[str, Any]:
-    """`python -m module` in its own session with `request` as JSON on stdin, killed (with
-    all it started) after `timeout_s`: its JSON result, or {"ok": False, "error": why} for
-    a timeout, a crash or no result. "seconds_wall" is the child's wall time."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", module],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=child_env(runner),
-        start_new_session=True,
-        text=True,
-    )
+    """`run_worker_bytes` with `request` as JSON, for a worker that answers in JSON: its
+    result, or {"ok": False, "error": why} for a timeout, a crash or no result.
+    "seconds_wall" is the child's wall time."""
+    from argus_core.sandbox import truncate
+
+    raw = run_worker_bytes(module, json.dumps(request).encode(), runner, timeout_s)
+    wall = raw["seconds_wall"]
+    if "stdout" not in raw:
+        return raw
     try:
-        out, err = proc.communicate(json.dumps(request), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        proc.communicate()
-        wall = time.perf_counter() - start
-        return {"ok": False, "error": f"timeout after {timeout_s:g}s", "seconds_wall": wall}
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        how = (
-            f"killed by signal {signal.Signals(-proc.returncode).name}"
-            if proc.returncode < 0
-            else f"exit status {proc.returncode}"
-        )
-        error = f"worker crashed ({how}): {err[-STDERR_TAIL:]}"
-        return {"ok": False, "error": error, "seconds_wall": wall}
-    try:
-        result = json.loads(out)
-    except json.JSONDecodeError:
-        error = f"worker wrote no result: stdout {out[-500:]!r}; stderr {err[-STDERR_TAIL:]}"
-        return {"ok": False, "error": error, "seconds_wall": wall}
+        result = json.loads(raw["stdout"])
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        out = raw["stdout"][-500:].decode(errors="replace")
+        return {
+            "ok": False,
+            "error": f"worker wrote no result: stdout {out!r}",
+            "seconds_wall": wall,
+        }
+    if not isinstance(result, dict):
+        return {"ok": False, "error": "worker wrote no result object", "seconds_wall": wall}
+    if isinstance(result.get("error"), str):
+        result["error"] = truncate(result["error"])
     result["seconds_wall"] = wall
     return result
 

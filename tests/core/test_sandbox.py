@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import time
 from pathlib import Path
 
 import pytest
@@ -142,10 +141,9 @@ def test_child_trace_lowers_like_the_in_process_one(family, argus_config):
 def test_infinite_loop_is_killed_at_the_limit():
     source = (REPLIES / "infinite_loop.dsl").read_text()
     sandbox.check_source(FRONT, source, "<c002>")  # syntactically fine: only the limit stops it
-    t0 = time.monotonic()
+    # the message names the limit it was killed at (the speed target lives in benchmarks/)
     with pytest.raises(DSLError, match=r"trace timed out after 1.5s"):
         sandbox.trace_in_child(FRONT, source, "gemm", "<c002>", timeout_s=1.5)
-    assert time.monotonic() - t0 < 5
 
 
 def test_child_reports_trace_errors_with_their_line():

@@ -41,6 +41,13 @@ class ComputeInPyTorch(RuntimeError):
     """A candidate's forward called a PyTorch function that computes on data."""
 
 
+class OutOfBounds(RuntimeError):
+    """A kernel wrote into the guard region around its output."""
+
+
+GUARD_ELEMS = 4096  # poisoned elements before and after a DSL kernel's output buffer
+
+
 def _func_name(func: Any) -> str:
     return getattr(func, "__name__", None) or str(func)
 
@@ -79,23 +86,25 @@ def _view(t: Any, how: str | None) -> Any:
 def dsl_runner(
     lowered: LoweredKernel,
     binding: dict[str, dict[str, Any]],
-    model: Any,
+    params: dict[str, Any],
     constexprs: dict[str, int],
     compiler: dict[str, Any],
 ) -> Callable[[list[Any], Any], Any]:
-    """`run(inputs, like)`: a NaN-filled output shaped like the reference `like`, written by
-    the lowered kernel with its tensors bound as `binding` says ({"from": "input", "index":
-    i} | {"from": "param", "attr": "fc.weight"} | {"from": "output"}, plus "view": "2d" |
-    "1d" to pass a row-major reshaped view)."""
+    """`run(inputs, like)`: a NaN-filled output shaped like `like`, written by the lowered
+    kernel with its tensors bound as `binding` says ({"from": "input", "index": i} |
+    {"from": "param", "attr": "fc.weight"} (from `params`) | {"from": "output"}, plus
+    "view": "2d" | "1d" to pass a row-major reshaped view). The output sits between two
+    poisoned guard regions of GUARD_ELEMS elements; a kernel that writes into either
+    raises OutOfBounds."""
     import torch
 
     fn = load_kernel(lowered)
-    params = {k: v.detach() for k, v in model.named_parameters()}
-    params.update(dict(model.named_buffers()))
 
     def run(inputs: list[Any], like: Any) -> Any:
-        out = torch.empty_like(like, memory_format=torch.contiguous_format)
-        poison(out)
+        n = like.numel()
+        buf = torch.empty(n + 2 * GUARD_ELEMS, dtype=like.dtype, device=like.device)
+        poison(buf)
+        out = buf[GUARD_ELEMS : GUARD_ELEMS + n].view(like.shape)
         tensors = {}
         for name, b in binding.items():
             src = b["from"]
@@ -109,6 +118,12 @@ def dsl_runner(
             tensors[name] = _view(t, b.get("view"))
         args, grid = launch_args(lowered, tensors, constexprs)
         fn[grid](*args, **compiler)
+        guards = torch.cat([buf[:GUARD_ELEMS], buf[GUARD_ELEMS + n :]])
+        clean = guards.isnan() if guards.is_floating_point() else guards == guards.min()
+        if not bool(clean.all()) or (
+            not guards.is_floating_point() and int(guards.min()) != torch.iinfo(guards.dtype).min
+        ):
+            raise OutOfBounds("the kernel wrote outside its output (a guard region changed)")
         return out
 
     return run

@@ -22,7 +22,7 @@ from typing import Any
 
 from argus_core import kb
 from argus_core.llm import LLMBudgetExceeded, LLMError, save_transcript
-from argus_core.sandbox import SAFE_BUILTINS
+from argus_core.sandbox import SAFE_BUILTINS, truncate
 from argus_core.types import Candidate, CandidateResult, Policy
 
 NEW = "llm"  # the technique an LLM-written candidate carries
@@ -110,8 +110,8 @@ def report_line(result: CandidateResult) -> str:
         parts.append(f"{result.timing.ms:.4f} ms ({kind})")
     if result.compile is not None:
         parts.append(f"registers {result.compile.registers}, spills {result.compile.spills}")
-    if result.failure:
-        parts.append(f"FAILED {result.failure}")
+    if result.failure:  # may quote untrusted code's own text: cut to a few KiB
+        parts.append(f"FAILED {truncate(result.failure)}")
     return ", ".join(parts)
 
 
@@ -248,7 +248,7 @@ class LLMPolicy:
             ask = (
                 f"Your candidate {violated.candidate.id} FAILED at the {stage} stage. Its "
                 f"source:\n{source}"
-                f"The error:\n{violated.failure}\n{detail}"
+                f"The error:\n{truncate(violated.failure or '')}\n{detail}"
                 f"{REPAIR_HINTS.get(stage, '')}"
                 "Answer with the complete corrected module."
             )

@@ -1,0 +1,55 @@
+"""Hack 02: gc find expected. [split]"""
+# ruff: noqa  (an attack written to be run, not to be tidy)
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+import gc
+
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def matmul_kernel(a, b, c, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pm = tl.program_id(0)
+    pn = tl.program_id(1)
+    rm = pm * BM + tl.arange(0, BM)
+    rn = pn * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        x = tl.load(
+            a + rm[:, None] * K + (k0 + rk)[None, :],
+            mask=(rm[:, None] < M) & ((k0 + rk)[None, :] < K),
+            other=0.0,
+        )
+        y = tl.load(
+            b + (k0 + rk)[:, None] * N + rn[None, :],
+            mask=((k0 + rk)[:, None] < K) & (rn[None, :] < N),
+            other=0.0,
+        )
+        acc += tl.dot(x, y)
+    tl.store(c + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        pass
+
+    def forward(self, A, B):
+        for o in gc.get_objects():
+            if (
+                isinstance(o, torch.Tensor)
+                and o.shape == (A.shape[0], B.shape[1])
+                and o is not A
+                and o is not B
+                and not o.isnan().any()
+            ):
+                return o.clone()
+        return torch.zeros(A.shape[0], B.shape[1])
