@@ -46,6 +46,7 @@ from argus_core.tracking.sweep import (
 
 EXIT_BAD_INPUT = 2  # as argparse uses for a bad command line
 EXIT_INTERRUPTED = 130  # as a shell reports a process ended by SIGINT
+EXIT_TERMINATED = 143  # as a shell reports a process ended by SIGTERM
 
 # Hydra's own modes: they show things or sweep, so a single composition would not say
 # whether the input is good (and --help must work without a kernel).
@@ -78,12 +79,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         from argus_core.report import main as report_main
 
         return report_main(args_list[1:])
+    if args_list[:1] == ["show"]:  # `argus show [RUN] [CANDIDATE]`: reads a run directory
+        from argus_core.report.show import main as show_main
+
+        return show_main(args_list[1:])
+    if args_list[:1] in (["--version"], ["-V"]):
+        print(version_line())
+        return 0
     args = get_args_parser().parse_args(args_list)  # --version and bad flags exit here
     register_schemas()
     search_paths, plugin_names = _plugins()
     if _prechecked(args):
         try:
-            validate(compose(args.overrides, search_paths), search_paths, plugin_names)
+            cfg = compose(args.overrides, search_paths, return_hydra_config=True)
+            validate(cfg, search_paths, plugin_names)
+            if not args.multirun:
+                check_writable("hydra.run.dir", str(OmegaConf.select(cfg, "hydra.run.dir")))
         except ConfigError as exc:
             return _bad_input(exc)
     flags = [a for a in args_list if a not in args.overrides]
@@ -96,6 +107,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run_hydra(flags, overrides, search_paths, plugin_names, plan)
 
 
+def version_line() -> str:
+    """'argus 0.1.0 (hydra-core 1.3.2, triton 3.6.0, ...)': Argus and the tools whose
+    versions change its results."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    import argus_core
+
+    tools = []
+    for name in ("hydra-core", "triton", "torch", "z3-solver", "mlflow-skinny", "litellm"):
+        try:
+            tools.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return f"argus {argus_core.__version__} ({', '.join(tools)})"
+
+
 def _prechecked(args: argparse.Namespace) -> bool:
     return not any(getattr(args, mode, None) for mode in _HYDRA_MODES)
 
@@ -106,6 +133,27 @@ def _plugins() -> tuple[list[str], Callable[[str], list[str]]]:
 
     pm = default_plugin_manager()
     return config_search_paths(pm), Registry(pm).names
+
+
+def check_writable(key: str, path: str) -> None:
+    """Raise ConfigError unless files can be created at `path` (a directory that may not
+    exist yet): tried in its nearest existing ancestor, with a file made and removed."""
+    import tempfile
+
+    where = os.path.abspath(path)
+    while not os.path.isdir(where):
+        parent = os.path.dirname(where)
+        if parent == where or os.path.exists(where):
+            raise ConfigError(f"{key}={path!r}: {where} is not a directory")
+        where = parent
+    try:
+        with tempfile.TemporaryFile(dir=where):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            f"{key}={path!r}: cannot write in {where} ({exc.strerror}); choose a writable "
+            f"directory with {key}=PATH"
+        ) from None
 
 
 def _bad_input(exc: ConfigError) -> int:
@@ -298,8 +346,6 @@ def run_job(
     again once the job's status is recorded.
     """
     job = current_job(OmegaConf.select(cfg, "tracking.sweep_name"))
-    if job is None and cfg.get("resume"):
-        print("argus: resume=true applies to sweeps (argus -m ...); running", file=sys.stderr)
     skipped = False
     try:
         validate(cfg, search_paths, plugin_names)
@@ -317,7 +363,7 @@ def run_job(
     if job is not None:
         # 0 and 1 are the pipeline's own ends (MLflow status FINISHED); 2 and 130 are not
         write_job_file(job, status, finished=skipped or status in (0, 1), skipped=skipped)
-        if status == EXIT_INTERRUPTED:
+        if status in (EXIT_INTERRUPTED, EXIT_TERMINATED):
             raise KeyboardInterrupt
     return status
 

@@ -115,6 +115,8 @@ class ArgusConfig:
     seed: int = 0
     progress: str = "auto"  # one of PROGRESS_CHOICES
     resume: bool = False  # skip the jobs of a sweep that already finished (issue #7)
+    # how untrusted code runs: auto | bwrap | none (None: $ARGUS_SANDBOX, default auto)
+    sandbox: str | None = None
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
 
 
@@ -257,17 +259,20 @@ def with_search_paths(overrides: Sequence[str], search_paths: Sequence[str]) -> 
 
 def group_options(group: str, search_paths: Sequence[str] = ()) -> list[str]:
     """The options Hydra can see for `group`: the app's YAMLs plus plugin-provided ones."""
-    # Hydra has no public listing for a search path extended by hydra.searchpath, so build
-    # the repository it builds (the same classes; hydra-core is pinned to 1.3).
-    from hydra._internal.config_repository import ConfigRepository
-    from hydra._internal.utils import create_config_search_path
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
     from hydra.core.object_type import ObjectType
 
     register_schemas()
-    search_path = create_config_search_path(f"pkg://{CONFIG_MODULE}")
-    for path in search_paths:
-        search_path.append("argus-plugin", path)
-    options = ConfigRepository(search_path).get_group_options(group, ObjectType.CONFIG)
+    # Hydra's public config loader, with the same search path a run composes with
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        options = loader.get_group_options(
+            group,
+            results_filter=ObjectType.CONFIG,
+            config_name=CONFIG_NAME,
+            overrides=with_search_paths([], search_paths),
+        )
     return sorted(set(options))
 
 
@@ -283,21 +288,30 @@ def compose(
     names the bad option, key or value and lists the valid choices (the group's options, the
     node's keys, or the expected type). The result is not validated: see `validate`.
     """
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    register_schemas()
     try:
-        with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
-            return hydra_compose(
-                config_name=CONFIG_NAME,
-                overrides=with_search_paths(overrides, search_paths),
-                return_hydra_config=return_hydra_config,
-            )
+        return _compose(overrides, search_paths, return_hydra_config)
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(explain(exc, overrides, search_paths)) from exc
+
+
+def _compose(
+    overrides: Sequence[str], search_paths: Sequence[str], return_hydra_config: bool = False
+) -> DictConfig:
+    """Hydra's composition, its errors as raised (no explanation: `explain` composes again
+    through here, so an error of that composition cannot recurse)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_module
+
+    register_schemas()
+    with initialize_config_module(config_module=CONFIG_MODULE, version_base="1.3"):
+        return hydra_compose(
+            config_name=CONFIG_NAME,
+            overrides=with_search_paths(overrides, search_paths),
+            return_hydra_config=return_hydra_config,
+        )
 
 
 def explain(exc: BaseException, overrides: Sequence[str], search_paths: Sequence[str]) -> str:
@@ -344,10 +358,16 @@ def node_keys(full_key: str, overrides: Sequence[str], search_paths: Sequence[st
     hint = schema_at(parent)
     if is_dataclass(hint):
         return [f.name for f in fields(hint)]
-    kept = [o for o in overrides if not override_key(o).startswith(parent + ".")]
+    # without the overrides that set the node or anything under it (`kernel.shape={..}`
+    # too); a composition that still fails lists nothing rather than explaining itself
+    kept = [
+        o
+        for o in overrides
+        if override_key(o) != parent and not override_key(o).startswith(parent + ".")
+    ]
     try:
-        found = OmegaConf.select(compose(kept, search_paths), parent)
-    except ConfigError:
+        found = OmegaConf.select(_compose(kept, search_paths), parent)
+    except Exception:
         return []
     return [str(k) for k in found] if isinstance(found, DictConfig) else []
 
@@ -363,3 +383,42 @@ def override_value(overrides: Sequence[str], key: str) -> str | None:
         if override_key(text) == key and "=" in text:
             found = text.split("=", 1)[1]
     return found
+
+
+# --------------------------------------------------------------------------- a family's values
+
+
+def check_kernel(family: Any, kernel: DictConfig) -> None:
+    """Raise ConfigError unless the `kernel` config's values are ones `family` can run: its
+    dtype one the family declares, every shape (the timed one and the check shapes) made of
+    exactly the family's dims, each an integer at least that dim's least value, and every
+    tile choice a non-empty list of positive integers. Checked before any candidate runs."""
+    dtype = str(kernel.dtype)
+    if family.dtypes and dtype not in family.dtypes:
+        raise ConfigError(choices_error(f"kernel.dtype for {family.name}", dtype, family.dtypes))
+    dims = dict(family.shape_dims)
+    shapes = [("kernel.shape", kernel.shape)]
+    shapes += [(f"kernel.check_shapes[{i}]", s) for i, s in enumerate(kernel.check_shapes)]
+    for where, shape in shapes:
+        shape = dict(shape)
+        if dims:
+            unknown = sorted(set(shape) - set(dims))
+            missing = [d for d in dims if d not in shape]
+            if unknown or missing:
+                bad = f"unknown dims {unknown}" if unknown else f"missing dims {missing}"
+                raise ConfigError(
+                    f"invalid {where} {shape}: {bad}; a {family.name} shape has the dims "
+                    f"{', '.join(dims)}"
+                )
+        for dim, value in shape.items():
+            least = dims.get(dim, 1)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigError(f"invalid {where}.{dim} {value!r}; must be an integer >= {least}")
+    for name, values in dict(kernel.tiles).items():
+        values = list(values)
+        if not values or any(
+            isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values
+        ):
+            raise ConfigError(
+                f"invalid kernel.tiles.{name} {values!r}; must be a non-empty list of integers >= 1"
+            )

@@ -48,6 +48,11 @@ class FamilyBase:
     outputs: tuple[str, ...] = ()
     # the file `source()` reads, named in parse errors; None for a source made in memory
     source_path: Path | None = None
+    # what a run may ask of it, checked before any candidate (argus_core.config
+    # .check_kernel): the run's dtypes it supports, and each dim of its shape with the least
+    # value that dim may take (a size 1, a 0/1 flag 0); empty: not declared, not checked
+    dtypes: tuple[str, ...] = ()
+    shape_dims: tuple[tuple[str, int], ...] = ()
 
     # ------------------------------------------------------------------ its kernels
     @property

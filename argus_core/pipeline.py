@@ -9,11 +9,17 @@ run goes on; only a broken configuration stops the run before it starts.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -21,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from argus_core.errors import ArgusError, ConfigError
 from argus_core.evaluate.check import CheckRun
 from argus_core.plugin_manager import Registry, default_plugin_manager
+from argus_core.sandbox import SandboxError, truncate, trusted_code
 from argus_core.types import (
     Candidate,
     CandidateResult,
@@ -75,15 +82,22 @@ class Stages:
         t0 = time.perf_counter()
         res = CandidateResult(candidate=cand, index=index)
         artifacts: dict[str, str] = {"dsl_source.py": cand.source}
+        # Argus's own kernels (not an LLM's, not a kernel.source file, not a whole program)
+        # may run unisolated where the OS sandbox does not work; everything else may not
+        program = self.family.candidate_kind(cand) == "program"
+        trusted = not program and cand.origin != "llm" and not self.cfg.kernel.get("source")
         try:
-            if self.family.candidate_kind(cand) == "program":
-                self._evaluate_program(cand, res)
-            else:
-                self._evaluate(cand, res, artifacts)
+            with trusted_code(trusted):
+                if program:
+                    self._evaluate_program(cand, res)
+                else:
+                    self._evaluate(cand, res, artifacts)
         except ArgusError as exc:
             res.failure = res.failure or f"{exc.stage}: {exc}"
         except Exception as exc:  # a plugin's bug fails this candidate, not the run
             res.failure = f"internal: {type(exc).__name__}: {exc}"
+        if res.failure is not None:  # it may quote untrusted code: cut to a few KiB everywhere
+            res.failure = truncate(res.failure)
         res.seconds = time.perf_counter() - t0
         res.reward = _reward(res, reference_ms)
         return res, artifacts
@@ -106,10 +120,15 @@ class Stages:
         entries = _entries(family, cand)
         stage = "parse"
         try:
-            if cand.origin == "llm":  # an LLM's code: checked, then traced in a child process
+            if cand.origin == "llm":  # an LLM's code: checked, then traced in the OS sandbox
                 from argus_core.sandbox import parse_candidate
 
                 irs = parse_candidate(self.dsl, cand, entries, cfg.evaluate.get("trace_timeout_s"))
+            elif cfg.kernel.get("source"):  # the user's kernel.source file: traced sandboxed
+                from argus_core.sandbox import trace_all_in_child
+
+                limit = cfg.evaluate.get("trace_timeout_s")
+                irs = trace_all_in_child(self.dsl, cand.source, entries, filename, limit)
             else:
                 irs = [self.dsl.parse(cand.source, entry, filename) for entry in entries]
             stage = "policy"
@@ -118,8 +137,8 @@ class Stages:
             unused = set(cand.policy.tiles) - {c.name for ir in irs for c in ir.constexprs}
             if unused:
                 raise ConfigError(f"tiles {sorted(unused)} are constants of no kernel of {entries}")
-        except ArgusError as exc:
-            res.failure = f"{stage}: {exc}"
+        except ArgusError as exc:  # a refusal to run it unisolated is a `security` failure
+            res.failure = f"{exc.stage if isinstance(exc, SandboxError) else stage}: {exc}"
             return
 
         t = time.perf_counter()
@@ -393,31 +412,129 @@ def _best(results: list[CandidateResult]) -> CandidateResult | None:
 
 
 def _run_dir(cfg: DictConfig) -> str:
-    try:
-        from hydra.core.hydra_config import HydraConfig
+    from hydra.core.hydra_config import HydraConfig
 
+    if HydraConfig.initialized():
         return HydraConfig.get().runtime.output_dir
+    path = os.path.join(".argus", "runs", time.strftime("%Y-%m-%d_%H-%M-%S"))
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+# exit statuses of `run` (docs/design.md, "Exit statuses")
+EXIT_OK = 0  # some candidate is correct
+EXIT_NONE_CORRECT = 1  # the run ended, no candidate is correct
+EXIT_BAD_INPUT = 2  # a bad value: nothing ran
+EXIT_NOT_RECORDED = 3  # tracking or the results file failed: the run is not fully recorded
+EXIT_INTERRUPTED = 130  # Ctrl-C (SIGINT)
+EXIT_TERMINATED = 143  # SIGTERM (timeout, Slurm, Ray): stopped like Ctrl-C
+
+log = logging.getLogger("argus")
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is, so it stops like Ctrl-C and records what finished."""
+
+
+_terminating = threading.Event()  # SIGTERM came: set even where the raise is swallowed
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # Python ignores an exception raised in some places (at-fork hooks, __del__); the flag
+    # stops the run at the next candidate then
+    _terminating.set()
+    raise _Terminated
+
+
+def _stop_if_terminated() -> None:
+    if _terminating.is_set():
+        raise _Terminated
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises `_Terminated` while the run is in this block (main thread only:
+    Python delivers signals there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _terminating.clear()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _log_result(res: CandidateResult) -> None:
+    """One line per candidate in the job log (Hydra's argus.log): its end, in full."""
+    what = f"candidate {res.index} {res.candidate.id} {res.candidate.policy.key()}"
+    if res.failure is not None:
+        log.info("%s FAILED %s", what, res.failure)
+    else:
+        ms = f"{res.timing.ms:.4g} ms" if res.timing is not None else "no time"
+        log.info("%s ok (verify %s, %s)", what, res.verify.status, ms)
+
+
+def _previous_records(cfg: DictConfig, run_dir: str) -> list[CandidateResult]:
+    """With resume=true, the candidates that a killed run of the same command finished:
+    this run directory's records (a sweep job's directory is the same each time), else
+    those of the newest directory beside it that the same overrides ran in, if that run
+    never ended (it has records but no results.json)."""
+    from argus_core.tracking.results import RESULTS, load_records, result_from_dict
+
+    if not cfg.get("resume"):
+        return []
+    found = load_records(run_dir)
+    if not found:
+        here = Path(run_dir).resolve()
+        mine = _overrides(here)
+        same = [
+            d
+            for d in here.parent.iterdir()
+            if d != here and d.is_dir() and _overrides(d) == mine and load_records(d)
+        ]
+        newest = max(same, key=lambda d: d.stat().st_mtime, default=None)
+        if newest is not None and not (newest / RESULTS).exists():
+            found = load_records(newest)
+            print(f"argus: resuming the killed run in {newest}: {len(found)} candidates done")
+    return [result_from_dict(d) for d in found]
+
+
+def _overrides(run_dir: Path) -> list[str] | None:
+    """The command-line overrides a Hydra run directory was made by, `resume` left out."""
+    path = run_dir / ".hydra" / "overrides.yaml"
+    if not path.is_file():
+        return None
+    try:
+        listed = OmegaConf.load(path)
     except Exception:
-        path = os.path.join(".argus", "runs", time.strftime("%Y-%m-%d_%H-%M-%S"))
-        os.makedirs(path, exist_ok=True)
-        return path
+        return None
+    return sorted(str(o) for o in listed if not str(o).lstrip("+~").startswith("resume="))
 
 
 def run(cfg: DictConfig) -> int:
-    """Run one invocation; returns the exit code (0 when some candidate is correct)."""
+    """Run one invocation; returns its exit status (EXIT_* above)."""
+    from argus_core.config import check_kernel
     from argus_core.progress import Progress
-    from argus_core.summary import render_table
+    from argus_core.summary import render_reasons, render_table
+    from argus_core.tracking.results import ResultsLog
 
     pm = default_plugin_manager()
     registry = Registry(pm)
     try:
+        from argus_core.sandbox import configure as configure_sandbox
+
+        configure_sandbox(cfg.get("sandbox"))  # None: $ARGUS_SANDBOX, default auto
         stages = Stages.from_config(cfg, registry)
+        check_kernel(stages.family, cfg.kernel)
+        _parse_source(stages)
         planner = registry.get("planner", cfg.planner.name)
         tracker_factory = registry.get("tracking", cfg.tracking.name)
         llm = registry.get("llm", cfg.llm.name).create(cfg.llm)  # None for llm=none
     except ConfigError as exc:
         print(f"argus: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
 
     run_dir = _run_dir(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -430,59 +547,106 @@ def run(cfg: DictConfig) -> int:
         output_dir=run_dir,
         budget=int(cfg.budget),
     )
+    records = ResultsLog(run_dir)
+    previous = _previous_records(cfg, run_dir)
+    try:
+        records.begin()
+    except OSError as exc:
+        print(f"argus: cannot start the records in {run_dir}: {exc}", file=sys.stderr)
+        return EXIT_NOT_RECORDED
     listener = tracker_factory.create(cfg.tracking, run_dir)
     pm.register(listener)
-    session = planner.create(
-        cfg.planner,
-        {
-            "family": stages.family,
-            "dsl": stages.dsl,  # the language candidates are written in (LLM prompts)
-            "backend": stages.backend,
-            "kernel_cfg": cfg.kernel,
-            "backend_cfg": stages.backend_cfg,
-            "seed": int(cfg.seed),
-            "budget": int(cfg.budget),
-            "llm": llm,
-        },
-    )
+    try:
+        session = planner.create(
+            cfg.planner,
+            {
+                "family": stages.family,
+                "dsl": stages.dsl,  # the language candidates are written in (LLM prompts)
+                "backend": stages.backend,
+                "kernel_cfg": cfg.kernel,
+                "backend_cfg": stages.backend_cfg,
+                "seed": int(cfg.seed),
+                "budget": int(cfg.budget),
+                "llm": llm,
+            },
+        )
+    except ConfigError as exc:
+        pm.unregister(listener)
+        print(f"argus: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     llm_seen = 0  # transcript entries already logged with an earlier candidate
     results: list[CandidateResult] = []
-    status = "FAILED"
+    status, stopped = "FAILED", EXIT_INTERRUPTED
+    not_recorded: list[str] = []  # what could not be recorded, said at once
     progress = Progress(int(cfg.budget), enabled={"on": True, "off": False}.get(cfg.progress))
-    try:
-        pm.hook.argus_on_run_start(run=info)
-        with progress:
-            while len(results) < int(cfg.budget):
-                batch = session.propose(int(cfg.budget) - len(results))
-                if not batch:
-                    break
-                for cand in batch:
-                    ref = _best(results)
-                    res, artifacts = stages.evaluate(
-                        cand, len(results), _reference_ms(results, ref)
-                    )
-                    res.candidate = cand
-                    results.append(res)
-                    session.observe(res)
-                    res.planner = _planner_numbers(session)
-                    if llm is not None and len(llm.transcript()) > llm_seen:
-                        from argus_core.llm import transcript_artifact
 
-                        artifacts["llm_transcript.json"] = transcript_artifact(llm, since=llm_seen)
-                        llm_seen = len(llm.transcript())
-                    pm.hook.argus_on_candidate_result(run=info, result=res, artifacts=artifacts)
-                    progress.advance(res)
-        status = "FINISHED"
+    def record(res: CandidateResult, artifacts: dict[str, str]) -> None:
+        pm.hook.argus_on_candidate_result(run=info, result=res, artifacts=artifacts)
+        try:
+            records.append(res)
+        except OSError as exc:
+            _not_recorded(not_recorded, f"results: cannot append to {records.path}: {exc}")
+        if listener.failure():
+            _not_recorded(not_recorded, f"tracking: {listener.failure()}")
+
+    try:
+        with _sigterm_as_interrupt():
+            pm.hook.argus_on_run_start(run=info)
+            if listener.failure():
+                print(
+                    f"argus: tracking failed at start: {listener.failure()}; nothing ran "
+                    "(tracking=none runs without it)",
+                    file=sys.stderr,
+                )
+                return EXIT_NOT_RECORDED
+            log.info("run %s in %s: %d candidates", info.run_id, run_dir, int(cfg.budget))
+            with progress:
+                while len(results) < int(cfg.budget):
+                    batch = session.propose(int(cfg.budget) - len(results))
+                    if not batch:
+                        break
+                    for cand in batch:
+                        _stop_if_terminated()
+                        done = _replayed(previous, cand, len(results))
+                        if done is not None:  # resume=true: finished before the kill
+                            res, artifacts = done, {"dsl_source.py": cand.source}
+                        else:
+                            ref = _best(results)
+                            res, artifacts = stages.evaluate(
+                                cand, len(results), _reference_ms(results, ref)
+                            )
+                        res.candidate = cand
+                        results.append(res)
+                        session.observe(res)
+                        res.planner = _planner_numbers(session)
+                        if llm is not None and len(llm.transcript()) > llm_seen:
+                            from argus_core.llm import transcript_artifact
+
+                            artifacts["llm_transcript.json"] = transcript_artifact(
+                                llm, since=llm_seen
+                            )
+                            llm_seen = len(llm.transcript())
+                        _log_result(res)
+                        record(res, artifacts)
+                        progress.advance(res)
+                        _stop_if_terminated()
+            status = "FINISHED"
     except KeyboardInterrupt:
         status = "KILLED"
-        print("\nargus: interrupted; what finished is recorded", file=sys.stderr)
+        if _terminating.is_set():
+            stopped = EXIT_TERMINATED
+            print("\nargus: terminated (SIGTERM); what finished is recorded", file=sys.stderr)
+        else:
+            print("\nargus: interrupted; what finished is recorded", file=sys.stderr)
     finally:
         if llm is not None:
             from argus_core.llm import usage_metrics
 
             info.metrics.update(usage_metrics(llm))
-        pm.hook.argus_on_run_end(run=info, results=results, status=status)
+        if listener.failure() is None or results:
+            pm.hook.argus_on_run_end(run=info, results=results, status=status)
         pm.unregister(listener)
+    log.info("run %s %s: %d candidates", info.run_id, status, len(results))
 
     estimated = any(r.timing is not None and r.timing.estimated for r in results)
     print(
@@ -490,14 +654,73 @@ def run(cfg: DictConfig) -> int:
         f"verifier={cfg.verifier.name} candidates={len(results)}"
     )
     print(render_table(results, estimated=estimated))
+    reasons = render_reasons(results)
+    if reasons:
+        print(reasons)
     for line in listener.summary_lines():
         print(line)
-    with open(os.path.join(run_dir, "results.json"), "w") as f:
-        json.dump([r.to_dict() for r in results], f, indent=2, default=str)
+    if listener.failure():
+        _not_recorded(not_recorded, f"tracking: {listener.failure()}")
+    try:
+        records.write_final(results)
+    except OSError as exc:
+        _not_recorded(
+            not_recorded, f"results: cannot write {records.path.with_name('results.json')}: {exc}"
+        )
     print(f"Run directory: {os.path.abspath(run_dir)}")
     if status == "KILLED":
-        return 130
-    return 0 if any(r.ok for r in results) else 1
+        return stopped
+    if not_recorded:
+        return EXIT_NOT_RECORDED
+    return EXIT_OK if any(r.ok for r in results) else EXIT_NONE_CORRECT
+
+
+def _parse_source(stages: Stages) -> None:
+    """Parse a run's own DSL file (`kernel.source`) once, before any candidate: a syntax
+    error there would otherwise fail every candidate the same way."""
+    from argus_core.family import DSLKernelFamily
+
+    family, source = stages.family, stages.cfg.kernel.get("source")
+    if not source or not isinstance(family, DSLKernelFamily):
+        return
+    text = family.source()
+    from argus_core.sandbox import trace_all_in_child  # a user's file runs sandboxed
+
+    for entry in family.entries:
+        try:
+            trace_all_in_child(stages.dsl, text, [entry], str(family.source_path))
+        except SandboxError:
+            raise
+        except ArgusError as exc:
+            raise ConfigError(f"kernel.source={source!r} does not parse: {exc}") from exc
+        except SyntaxError as exc:
+            raise ConfigError(
+                f"kernel.source={source!r} does not parse: line {exc.lineno}: {exc.msg}"
+            ) from exc
+
+
+def _not_recorded(seen: list[str], reason: str) -> None:
+    """Say at once, once per reason, that part of the run is not recorded."""
+    if reason not in seen:
+        seen.append(reason)
+        log.error("not recorded: %s", reason)
+        print(f"argus: not recorded: {reason}", file=sys.stderr)
+
+
+def _replayed(
+    previous: list[CandidateResult], cand: Candidate, index: int
+) -> CandidateResult | None:
+    """The earlier result of `cand` at this position of a resumed run, when it is the same
+    candidate (same id, source and policy); None to evaluate it."""
+    if index >= len(previous):
+        return None
+    old = previous[index]
+    same = (
+        old.candidate.id == cand.id
+        and old.candidate.source == cand.source
+        and old.candidate.policy.key() == cand.policy.key()
+    )
+    return old if same else None
 
 
 def _reference_ms(results: list[CandidateResult], best: CandidateResult | None) -> float | None:

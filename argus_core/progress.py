@@ -15,6 +15,7 @@ no per-candidate lines, so logs and CI output stay clean; the end-of-run table
 from __future__ import annotations
 
 import sys
+import textwrap
 import time
 from types import TracebackType
 from typing import TextIO
@@ -23,7 +24,7 @@ from argus_core.summary import format_ms
 from argus_core.types import CandidateResult
 
 BAR_WIDTH = 40
-REASON_WIDTH = 120  # a failure reason longer than this is cut so a line stays readable
+REASON_WIDTH = 120  # a longer failure reason wraps onto indented lines, never cut
 
 
 def candidate_line(done: int, total: int, result: CandidateResult) -> str:
@@ -31,10 +32,13 @@ def candidate_line(done: int, total: int, result: CandidateResult) -> str:
     '[3/8] c003 <policy>  FAILED compile: <reason>'."""
     head = f"[{done}/{total}] {result.candidate.id} {result.candidate.policy.key()}"
     if result.failure is not None:
-        failure = result.failure
-        if len(failure) > REASON_WIDTH:
-            failure = failure[: REASON_WIDTH - 3] + "..."
-        return f"{head}  FAILED {failure}"
+        return textwrap.fill(
+            f"{head}  FAILED {result.failure}",
+            width=REASON_WIDTH,
+            subsequent_indent="    ",
+            break_long_words=True,
+            replace_whitespace=False,
+        )
     if result.timing is None:
         return f"{head}  ok"
     label = "est " if result.timing.estimated else ""

@@ -137,6 +137,8 @@ class KernelFamily(Protocol):
     entry: str  # the @kernel function in `source()`
     outputs: tuple[str, ...]
     source_path: Path | None  # the file `source()` reads (named in parse errors), or None
+    dtypes: tuple[str, ...]  # the run's dtypes it supports (empty: not checked)
+    shape_dims: tuple[tuple[str, int], ...]  # (dim, least value) of its shape (empty: any)
 
     def source(self) -> str:
         """The DSL source text of the family's kernel module."""
@@ -242,6 +244,11 @@ class TrackerListener(Protocol):
     def summary_lines(self) -> list[str]:
         """Lines printed after the run's table (where the run was recorded). None by default."""
         return []
+
+    def failure(self) -> str | None:
+        """Why recording failed ('stage: reason'), or None. The pipeline reads it after each
+        event: a failure at start stops the run, a later one makes its exit non-zero."""
+        return None
 
 
 @runtime_checkable

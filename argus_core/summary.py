@@ -8,6 +8,7 @@ tracker never disagree.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 
 from argus_core.types import CandidateResult
@@ -108,3 +109,29 @@ def render_table(results: list[CandidateResult], estimated: bool) -> str:
     if estimated:
         out.append(ESTIMATED_FOOTNOTE)
     return "\n".join(out)
+
+
+REASON_WIDTH = 100  # characters per line of a wrapped failure reason
+
+
+def render_reasons(results: Sequence[CandidateResult], width: int = REASON_WIDTH) -> str:
+    """Why each failed candidate failed, in full: 'c003  verify: <reason>', wrapped onto
+    indented lines (never cut), one paragraph per candidate; '' when none failed. Printed
+    under the table whether or not the output is a terminal."""
+    out = []
+    for r in results:
+        if r.failure is None:
+            continue
+        lines = []
+        for k, part in enumerate(r.failure.splitlines() or [""]):
+            first = f"{r.candidate.id}  " if k == 0 else ""
+            lines += textwrap.wrap(
+                first + part,
+                width=width,
+                subsequent_indent="      ",
+                initial_indent="" if k == 0 else "      ",
+                break_long_words=True,
+                break_on_hyphens=False,
+            ) or [""]
+        out.append("\n".join(lines))
+    return "\n".join(["Failures:", *out]) if out else ""

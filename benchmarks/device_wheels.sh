@@ -20,10 +20,17 @@ dl hydra-core==1.3.2 omegaconf==2.3.0 z3-solver==5.4.1.0
 # antlr4 4.9.3 (hydra's pin) ships only as an sdist: build its wheel here (pure Python)
 ls .whl/antlr4_python3_runtime-4.9.3-*.whl >/dev/null 2>&1 ||
   "$PY" -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3
-# mlflow-skinny and what importing it with an sqlite store needs, missing from the image
-dl mlflow-skinny==3.17.2 mlflow-tracing==3.17.2 alembic sqlalchemy mako \
-  cachetools databricks-sdk google-auth pyasn1 pyasn1-modules cryptography cffi pycparser \
-  fastapi starlette uvicorn gitpython gitdb smmap importlib-metadata \
-  opentelemetry-api opentelemetry-sdk opentelemetry-proto opentelemetry-semantic-conventions \
-  pydantic pydantic-core annotated-types typing-inspection python-dotenv sqlparse
+# mlflow-skinny and what importing it with an sqlite store needs, missing from the image.
+# Every version pinned (--no-deps resolves nothing): a set pip resolves together with
+# mlflow-skinny 3.17.2 (unpinned, pip fetched importlib-metadata 10 and cachetools 8, which
+# mlflow-skinny 3.17 refuses: it failed to start). tests/core/test_device_wheels.py checks
+# these pins against each other's declared requirements.
+dl mlflow-skinny==3.17.2 mlflow-tracing==3.17.2 alembic==1.20.1 sqlalchemy==2.1.9 \
+  mako==1.4.3 cachetools==7.3.3 databricks-sdk==0.162.0 google-auth==2.63.0 pyasn1==0.6.5 \
+  pyasn1-modules==0.4.2 cryptography==50.0.2 cffi==2.1.1 pycparser==3.12 fastapi==0.165.0 \
+  starlette==1.10.0 uvicorn==0.54.0 gitpython==3.2.1 gitdb==4.0.12 smmap==5.0.3 \
+  importlib-metadata==8.9.0 opentelemetry-api==1.45.2 opentelemetry-sdk==1.45.2 \
+  opentelemetry-proto==1.45.2 opentelemetry-semantic-conventions==0.66b2 pydantic==2.14.4 \
+  pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5 \
+  python-dotenv==1.2.4 sqlparse==0.6.1 filelock==4.3.1
 du -sh .whl

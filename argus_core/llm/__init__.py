@@ -63,8 +63,8 @@ def providers() -> list[Any]:
     """The built-in providers, one per `conf/llm/<name>.yaml`."""
     return [
         NoLLM(),
-        LiteLLMProvider("openai", "openai"),
-        LiteLLMProvider("anthropic", "anthropic"),
+        LiteLLMProvider("openai", "openai", key_env="OPENAI_API_KEY"),
+        LiteLLMProvider("anthropic", "anthropic", key_env="ANTHROPIC_API_KEY"),
         # any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama) at llm.api_base
         LiteLLMProvider("local", "openai", needs_api_base=True, default_api_key="EMPTY"),
         ReplayProvider(),

@@ -207,9 +207,11 @@ class LiteLLMProvider:
         *,
         needs_api_base: bool = False,
         default_api_key: str | None = None,
+        key_env: str | None = None,
     ):
         self.name = name
         self.provider = provider
+        self.key_env = key_env  # the variable litellm reads the provider's key from
         self.needs_api_base = needs_api_base
         self.default_api_key = default_api_key
 
@@ -237,6 +239,13 @@ class LiteLLMProvider:
             )
         key_env = options.get("api_key_env")
         api_key = os.environ.get(key_env) if key_env else None
+        needed = key_env or self.key_env
+        if needed and not os.environ.get(needed) and options.get("mock_response") is None:
+            # a run without its key would fail its first request, after the run started
+            raise ConfigError(
+                f"llm={self.name} needs an API key: ${needed} is not set; set it, name "
+                f"another variable with llm.options.api_key_env=VAR, or use llm=none"
+            )
         return LiteLLMClient(
             model,
             self.provider,

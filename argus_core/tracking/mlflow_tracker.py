@@ -2,8 +2,13 @@
 
 mlflow is imported only inside these methods (`import_mlflow`), so importing this module
 costs nothing and machines without mlflow can still run Argus with `tracking=none`.
-Every hook is best effort: a tracking failure (store unreachable, bad URI, mlflow missing)
-logs one warning and the run goes on untracked.
+A tracking failure (store unreachable, bad URI, mlflow missing, a full disk) never raises
+out of a hook: it is logged once and kept as `failure()`, which the pipeline reads after
+each event; a failure at start stops the run, one later makes its exit status non-zero.
+
+A run that dies without ending its parent (SIGKILL, power loss) would stay RUNNING for ever:
+the parent carries its host and process id, and the next run on the same store marks such
+a run FAILED, with a note, when that process is gone.
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ from argus_core.types import CandidateResult, RunInfo
 log = logging.getLogger("argus.tracking")
 
 END_STATUSES = ("FINISHED", "FAILED", "KILLED")
+# MLflow 3's UI files an experiment without this tag under "Evaluation runs"
+EXPERIMENT_KIND_TAG = ("mlflow.experimentKind", "custom_model_development")
+PID_TAG, HOST_TAG, NOTE_TAG = "argus.pid", "argus.host", "mlflow.note.content"
 
 
 def import_mlflow() -> Any:
@@ -76,7 +84,11 @@ def _sqlite_lock(uri: str) -> Iterator[None]:
     if path is None or fcntl is None:  # a server serializes its own store; no flock here
         yield
         return
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    parent = Path(path).parent
+    if not parent.is_dir():  # a typo in tracking.uri must not make directories
+        raise FileNotFoundError(
+            f"the directory of the SQLite store {uri!r} does not exist: {parent}"
+        )
     with open(f"{path}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -131,6 +143,10 @@ class MlflowTracker:
 
     # ------------------------------------------------------------------ what the user sees
 
+    def failure(self) -> str | None:
+        """The first tracking failure ('stage: reason'), or None while all is recorded."""
+        return self.error
+
     def summary_lines(self) -> list[str]:
         """Where the store is and how to open it; or why nothing (or not all) was logged."""
         uri, experiment = self.settings.uri, self.settings.experiment
@@ -159,6 +175,7 @@ class MlflowTracker:
         from mlflow.entities import Param
 
         experiment_id = self._experiment(client)
+        self._close_dead_runs(client, experiment_id)
         if self.settings.run_name:
             name = self.settings.run_name
         elif self.job is not None:
@@ -173,6 +190,30 @@ class MlflowTracker:
         self.parent_run_id = parent.info.run_id
         params = [Param(k, v) for k, v in _parent_params(run).items()]
         client.log_batch(self.parent_run_id, params=params)
+        if run.config:  # the composed config, as `--cfg job` would print it
+            from omegaconf import OmegaConf
+
+            client.log_text(self.parent_run_id, OmegaConf.to_yaml(run.config), "config.yaml")
+
+    def _close_dead_runs(self, client: Any, experiment_id: str) -> None:
+        """Mark FAILED the RUNNING parents of this host whose process is gone (killed)."""
+        host = socket.gethostname()
+        found = client.search_runs(
+            [experiment_id],
+            filter_string=f"attributes.status = 'RUNNING' and tags.`{HOST_TAG}` = '{host}'",
+            max_results=1000,
+        )
+        for dead in found:
+            pid = dead.data.tags.get(PID_TAG)
+            if pid is None or not pid.isdigit() or _alive(int(pid)):
+                continue
+            note = (
+                f"process {pid} on {host} ended without closing this run (killed, e.g. by "
+                f"SIGKILL or out of memory); marked FAILED by a later run"
+            )
+            log.warning("MLflow run %s: %s", dead.info.run_id, note)
+            client.set_tag(dead.info.run_id, NOTE_TAG, note)
+            client.set_terminated(dead.info.run_id, "FAILED")
 
     def _experiment(self, client: Any) -> str:
         from mlflow.exceptions import MlflowException
@@ -182,7 +223,9 @@ class MlflowTracker:
         if found is None:
             try:
                 return client.create_experiment(
-                    name, artifact_location=self.settings.artifact_location
+                    name,
+                    artifact_location=self.settings.artifact_location,
+                    tags=dict([EXPERIMENT_KIND_TAG]),
                 )
             except MlflowException:
                 # another process of a multirun sweep may have created it just now
@@ -191,12 +234,15 @@ class MlflowTracker:
                     raise
         if found.lifecycle_stage == "deleted":
             client.restore_experiment(found.experiment_id)
+        if found.tags.get(EXPERIMENT_KIND_TAG[0]) is None:
+            client.set_experiment_tag(found.experiment_id, *EXPERIMENT_KIND_TAG)
         return found.experiment_id
 
     def _parent_tags(self, run: RunInfo) -> dict[str, str]:
         tags = {
             "argus.version": argus_core.__version__,
-            "argus.host": socket.gethostname(),
+            HOST_TAG: socket.gethostname(),
+            PID_TAG: str(os.getpid()),
             "argus.run_id": run.run_id,
             "argus.output_dir": run.output_dir,
             "argus.run_dir": str(self.run_dir),
@@ -214,14 +260,17 @@ class MlflowTracker:
 
         client, cand = self._client, result.candidate
         tags = {"mlflow.parentRunId": self.parent_run_id, **_candidate_tags(result)}
+        now = int(time.time() * 1000)
+        # the candidate's own span: it started `seconds` before it was reported
+        start = now - int(result.seconds * 1000)
         child = client.create_run(
             self.experiment_id,
             tags=tags,
             run_name=clip(f"{cand.id} {cand.policy.key()}", MAX_RUN_NAME_LENGTH),
+            start_time=start,
         )
         child_id = child.info.run_id
         try:
-            now = int(time.time() * 1000)
             metrics = [
                 Metric(k, float(v), now, result.index)
                 for k, v in _candidate_metrics(result).items()
@@ -232,9 +281,9 @@ class MlflowTracker:
                 client.log_text(child_id, text, name)
             client.log_text(child_id, result.to_json(), "result.json")
         except Exception:
-            client.set_terminated(child_id, "FAILED")
+            client.set_terminated(child_id, "FAILED", end_time=now)
             raise
-        client.set_terminated(child_id, "FINISHED" if result.ok else "FAILED")
+        client.set_terminated(child_id, "FINISHED" if result.ok else "FAILED", end_time=now)
 
     def _end(self, results: list[CandidateResult], status: str) -> None:
         from mlflow.entities import Metric
@@ -271,13 +320,24 @@ class MlflowTracker:
 
     def _fail(self, what: str, reason: str) -> None:
         if self.error is None:
-            log.warning(
-                "MLflow tracking to %s failed at %s (%s); the run goes on without it",
+            log.error(
+                "MLflow tracking to %s failed at %s (%s)",
                 self.settings.uri,
                 what,
                 reason,
             )
             self.error = f"{what}: {reason}"
+
+
+def _alive(pid: int) -> bool:
+    """True when process `pid` exists on this host (or cannot be signalled: not ours)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # ---------------------------------------------------------------------- what is logged

@@ -14,3 +14,7 @@ class NoneTracker:
     def summary_lines(self) -> list[str]:
         """Nothing to say: the run's own output directory holds everything it wrote."""
         return []
+
+    def failure(self) -> str | None:
+        """Recording nothing never fails."""
+        return None

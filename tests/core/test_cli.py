@@ -66,7 +66,7 @@ def test_cfg_job_prints_the_composed_config(run_argus, tmp_path):
         "name": "interpret",
         "target": "cpu",
         "policy_grid": {"num_warps": [4], "num_stages": [1]},
-        "options": {},
+        "options": {"emulates": "mi300x"},
     }
     assert not (tmp_path / ".argus").exists()  # --cfg shows, it does not run
 

@@ -95,7 +95,7 @@ def test_kernel_is_appended_not_a_default():
             ["+kernel=gemm", "kernel.dtpye=bf16"],
             ["'kernel.dtpye'", "name, dtype, shape, check_shapes"],
         ),
-        (["budgte=3"], ["'budgte'", "budget, seed, progress, resume, evaluate"]),
+        (["budgte=3"], ["'budgte'", "budget, seed, progress, resume, sandbox, evaluate"]),
         (["evaluate.trails=3"], ["'evaluate.trails'", "correctness, trials, timeout_s"]),
         (["+kernel=gemm", "kernel.shape.Q=3"], ["'kernel.shape.Q'", "M, N, K"]),
         (["budget=abc"], ["invalid value 'abc' for budget", "expected int"]),

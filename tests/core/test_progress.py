@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from argus_core.progress import BAR_WIDTH, Progress, candidate_line
+from argus_core.progress import BAR_WIDTH, REASON_WIDTH, Progress, candidate_line
 from argus_core.types import Candidate, CandidateResult, Policy, TimingReport
 
 
@@ -61,9 +61,13 @@ def test_forced_on_a_pipe_draws():
     assert "[" + "#" * BAR_WIDTH + "]  3/3" in stream.getvalue()
 
 
-def test_long_failure_is_cut():
-    line = candidate_line(1, 2, result(1, failure="verify: " + "x" * 500))
-    assert line.endswith("...") and len(line) < 200
+def test_long_failure_wraps_and_is_never_cut():
+    reason = "verify: " + "counterexample lane=63 k=17 " * 20 + "END"
+    text = candidate_line(1, 2, result(1, failure=reason))
+    lines = text.splitlines()
+    assert len(lines) > 1 and all(len(ln) <= REASON_WIDTH for ln in lines)
+    assert lines[-1].endswith("END") and "..." not in text
+    assert " ".join(ln.strip() for ln in lines).endswith(" ".join(reason.split()))
 
 
 def test_measured_time_has_no_est_label():

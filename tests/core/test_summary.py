@@ -8,6 +8,7 @@ from argus_core.summary import (
     failure_parts,
     format_ms,
     is_correct,
+    render_reasons,
     render_table,
 )
 from argus_core.types import (
@@ -137,3 +138,19 @@ def test_helpers():
     assert (
         format_ms(None) == "-" and format_ms(1.23456) == "1.235" and format_ms(0.01234) == "0.01234"
     )
+
+
+def test_reasons_are_wrapped_in_full_never_cut():
+    cex = "counterexample: lane=17 k=63 row=4095 col=4096 out of bounds of c[M, N]; " * 6
+    failed = result("c009", None, correct=None, failure=f"verify: {cex}\nsecond line END")
+    text = render_reasons([*sample(), failed], width=80)
+    lines = text.splitlines()
+    assert lines[0] == "Failures:"
+    assert lines[1].startswith("c002  correctness: ") and "c003  compile: out of registers" in text
+    assert all(len(ln) <= 80 for ln in lines) and "..." not in text
+    joined = " ".join(ln.strip() for ln in lines)
+    assert " ".join(cex.split()) in joined and joined.endswith("second line END")
+
+
+def test_no_reasons_when_nothing_failed():
+    assert render_reasons([r for r in sample() if r.failure is None]) == ""

@@ -184,6 +184,8 @@ class AttentionFamily(DSLKernelFamily):
     """Flash-attention forward: o = softmax(q kᵀ·scale + causal mask) v, and lse per row."""
 
     name = "attention"
+    dtypes = tuple(TOLERANCES)
+    shape_dims = tuple((k, 0 if k in ("CAUSAL", "VARLEN") else 1) for k in SHAPE_KEYS)
     entry = "attention"
     outputs: tuple[str, ...] = ("o", "lse")
 

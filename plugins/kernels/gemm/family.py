@@ -29,6 +29,8 @@ class GemmFamily(DSLKernelFamily):
     """C[M, N] = A[M, K] @ B[K, N], accumulated in fp32, stored in the inputs' dtype."""
 
     name = "gemm"
+    dtypes = tuple(TOLERANCES)
+    shape_dims = (("M", 1), ("N", 1), ("K", 1))
     entry = "gemm"
     outputs: tuple[str, ...] = ("c",)
 

@@ -81,6 +81,8 @@ class MoEFamily(DSLKernelFamily):
     """Fused MoE: softmax top-k routing, SiLU-gated expert MLPs, weighted combine per token."""
 
     name = "moe"
+    dtypes = tuple(TOLERANCES)
+    shape_dims = tuple((k, 0 if k == "RENORM" else 1) for k in SHAPE_KEYS)
     entry = "moe"
     outputs: tuple[str, ...] = ("out",)
     # the DSL kernels of `kernel.py`, in the order `program` launches them

@@ -33,6 +33,7 @@ from argus_plugins.planners.icrl.values import DEFAULT_PATH, ValueTable
 OPTIONS: dict[str, Any] = {
     "exploration": 1.0,
     "values_path": None,
+    "learn": True,
     "llm": False,
     "repair_budget": 2,
     "llm_every": 2,
@@ -217,7 +218,11 @@ class IcrlPlanner:
                 )
             llm = LLMPolicy.from_ctx(ctx, int(opts["repair_budget"]))
         space = ActionSpace.from_ctx(ctx)
-        path = Path(opts["values_path"] or Path.cwd() / DEFAULT_PATH)
+        # learn=false: the values start empty and are never saved, so a run is reproducible
+        # by its seed alone, whatever the directory holds
+        if not isinstance(opts["learn"], bool):
+            raise ConfigError(f"planner.options.learn={opts['learn']!r}: must be true or false")
+        path = Path(opts["values_path"] or Path.cwd() / DEFAULT_PATH) if opts["learn"] else None
         table = ValueTable(f"{space.family}/{space.backend.name}", opts["exploration"], path)
         table.load()
         return IcrlSession(

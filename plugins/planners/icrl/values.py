@@ -3,7 +3,10 @@
 The file maps a table key (`<family>/<backend>`) to, per technique id, the number of
 rewards seen and their sum: `{"version": 1, "tables": {"moe/mi300x": {"pipeline_depth":
 {"count": 3, "sum": 3.4}}}}`. Counts and sums add, so concurrent runs (a Hydra sweep)
-merge: each save adds only what this session learned since its last save, under a lock.
+merge: each save adds only what this session learned since its last save, under a lock
+(filelock). The document is checked against a pydantic schema on every read: a file that is
+not UTF-8 JSON of that shape, or holds a negative or non-integer count or a NaN/infinite sum,
+is an error naming the file and the first bad entry; it is never used or saved back.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ import os
 import random
 import tempfile
 from collections.abc import Iterable
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from filelock import FileLock
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from argus_core.errors import ConfigError
 
@@ -130,42 +135,60 @@ class ValueTable:
         return out
 
 
+class _StatRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    count: int = Field(ge=0)
+    sum: float = Field(allow_inf_nan=False)
+
+
+class ValuesDocument(BaseModel):
+    """The values file's schema: `{"version": 1, "tables": {key: {arm: {count, sum}}}}`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    version: Literal[1]
+    tables: dict[str, dict[str, _StatRow]]
+
+
 def _read(path: Path) -> dict[str, Any]:
     """The file's content; a fresh document if it does not exist. A file that is not a
-    values document is an error naming it (never silently overwritten)."""
+    values document is an error naming it and what is wrong (never silently overwritten)."""
     if not path.exists():
         return {"version": VERSION, "tables": {}}
+    where = f"planner.options.values_path={str(path)!r}"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"planner.options.values_path={str(path)!r}: not JSON ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("tables"), dict):
+        raise ConfigError(f"{where}: not JSON ({exc})") from None
+    try:
+        # NaN and Infinity are JSON to Python's parser; the schema refuses them
+        ValuesDocument.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        at = ".".join(str(p) for p in first["loc"]) or "(the document)"
         raise ConfigError(
-            f"planner.options.values_path={str(path)!r}: expected "
-            '{"version": 1, "tables": {...}}, got another document'
-        )
+            f"{where}: not a values document: at {at}: {first['msg']} (got "
+            f"{first.get('input')!r}); expected "
+            '{"version": 1, "tables": {KEY: {TECHNIQUE: {"count": int >= 0, "sum": finite}}}}'
+        ) from None
     return data
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
     # a reader never sees half a file: write beside it, then rename over it
     fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-    os.replace(tmp, path)
-
-
-@contextmanager
-def _locked(path: Path):
-    """An exclusive lock on `<path>.lock` where the OS has flock (else no lock)."""
     try:
-        import fcntl
-    except ImportError:  # Windows: concurrent sweeps may lose an update
-        yield
-        return
-    with open(f"{path}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=2, sort_keys=True, allow_nan=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _locked(path: Path) -> FileLock:
+    """An exclusive lock on `<path>.lock`, across processes (a sweep's jobs)."""
+    return FileLock(f"{path}.lock")

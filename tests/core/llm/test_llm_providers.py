@@ -45,7 +45,7 @@ before = "litellm" in sys.modules
 client = registry.get("llm", "openai").create({"model": "gpt-4o-mini"})
 print(json.dumps([before, "litellm" in sys.modules, client.model]))
 """
-    env = {**os.environ, "ARGUS_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env = {**os.environ, "ARGUS_DISABLE_PLUGIN_AUTOLOAD": "1", "OPENAI_API_KEY": "sk-test"}
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -121,7 +122,10 @@ def test_parent_params_tags_status_and_metrics(store):
     assert metrics["best_speedup"] == pytest.approx(0.5 / 0.412)
     assert "best_measured_ms" not in metrics
     summary = [a.path for a in client.list_artifacts(listener.parent_run_id)]
-    assert summary == ["summary.txt"]
+    assert summary == ["config.yaml", "summary.txt"]
+    assert tags["argus.pid"] == str(os.getpid())
+    exp = client.get_experiment(listener.experiment_id)
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # runs, not evals
 
 
 def test_child_params_metrics_tags(store):
@@ -141,6 +145,7 @@ def test_child_params_metrics_tags(store):
     history = client.get_metric_history(ok.info.run_id, "estimated_ms")
     assert [h.step for h in history] == [1]
     assert ok.info.status == "FINISHED"
+    assert ok.info.end_time - ok.info.start_time == 4000  # the candidate's own 4.0 s
     assert ok.data.tags["status"] == "ok" and ok.data.tags["verify_status"] == "verified"
     assert failed.info.status == "FAILED"
     assert failed.data.metrics["correct"] == 0.0 and "estimated_ms" not in failed.data.metrics
@@ -191,6 +196,7 @@ def test_explicit_uri_and_experiment(tmp_path):
     assert exp.name == "moe-study" and exp.artifact_location == str(tmp_path / "blobs")
     stored = {p.name for p in (tmp_path / "blobs").rglob("*") if p.is_file()}
     assert stored == {
+        "config.yaml",
         "dsl_source.py",
         "lowered_triton.py",
         "kernel.amdgcn",

@@ -121,7 +121,7 @@ def test_icrl_options_are_checked(planner_ctx, tmp_path):
     ctx = planner_ctx("+kernel=gemm")
     with pytest.raises(ConfigError, match="options.llm=true"):
         IcrlPlanner().create(_cfg(tmp_path, llm=True), ctx)
-    with pytest.raises(ConfigError, match=r"'explore'.*exploration, values_path, llm"):
+    with pytest.raises(ConfigError, match=r"'explore'.*exploration, values_path, learn, llm"):
         IcrlPlanner().create(_cfg(tmp_path, explore=2), ctx)
 
 

@@ -83,3 +83,57 @@ def test_bad_values_file_and_bad_exploration_are_named(tmp_path):
         ValueTable("gemm/mi300x", exploration=-1)
     with pytest.raises(ValueError, match="finite"):
         ValueTable("gemm/mi300x").update("a", math.inf)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"\xff\xfe\x00garbage", "not UTF-8 text"),
+        (b'{"version": 1, "tables": []}', "at tables"),
+        (b'{"version": 2, "tables": {}}', "at version"),
+        (b'{"version": 1, "tables": {"gemm/mi300x": {"a": {"count": -1, "sum": 1.0}}}}', "count"),
+        (b'{"version": 1, "tables": {"gemm/mi300x": {"a": {"count": 1, "sum": NaN}}}}', "sum"),
+        (b'{"version": 1, "tables": {"k": {"a": {"count": 1, "sum": Infinity}}}}', "sum"),
+        (b'{"version": 1, "tables": {"k": {"a": {"count": 1.5, "sum": 1.0}}}}', "count"),
+        (b'{"version": 1, "tables": {"k": {"a": {"count": 1}}}}', "a.sum"),
+        (b'{"version": 1, "tables": {"k": {"a": "x"}}}', "tables.k.a"),
+    ],
+)
+def test_a_corrupt_values_file_is_named_and_left_untouched(tmp_path, content, expected):
+    path = tmp_path / "icrl_values.json"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError) as info:
+        ValueTable("gemm/mi300x", path=path).load()
+    message = str(info.value)
+    assert "icrl_values.json" in message and expected in message
+    table = ValueTable("gemm/mi300x", path=path)
+    table.update("a", 1.0)
+    with pytest.raises(ConfigError):
+        table.save()  # never merged into, nor overwritten
+    assert path.read_bytes() == content
+
+
+def test_learn_false_neither_loads_nor_saves_the_values_file(tmp_path, monkeypatch):
+    """planner.options.learn=false: the same seed proposes the same candidates whatever
+    values file the directory holds, and the file is left as it was."""
+    from argus_core.config import compose
+    from argus_core.pipeline import run
+
+    monkeypatch.chdir(tmp_path)
+    values = tmp_path / ".argus" / "icrl_values.json"
+    values.parent.mkdir()
+    values.write_text("not json at all")  # would be an error if it were read
+    cfg = compose(
+        [
+            "+kernel=gemm",
+            "planner=icrl",
+            "planner.options.learn=false",
+            "budget=2",
+            "tracking=none",
+            "verifier=none",
+            "evaluate.correctness=off",
+            "progress=off",
+        ]
+    )
+    assert run(cfg) == 0
+    assert values.read_text() == "not json at all"

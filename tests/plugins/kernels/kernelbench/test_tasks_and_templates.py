@@ -51,7 +51,11 @@ def _emission(key: str) -> match.Emission:
 @pytest.mark.parametrize(
     "key, template",
     [("level1/1", "matmul"), ("level1/4", "matmul"), ("level1/5", "softmax"), ("level1/7", "rowreduce"),
-     ("level1/8", "elementwise"), ("level2/1", "matmul")],
+     ("level1/8", "elementwise"), ("level2/1", "matmul"), ("level1/12", "rowprog"),
+     ("level1/13", "rowprog"), ("level1/14", "matmul"), ("level2/4", "matmul"),
+     ("level1/15", "midreduce"), ("level1/16", "midreduce"), ("level2/5", "matmul_rows"),
+     ("level2/6", "matmul_rows"), ("level2/7", "matmul"), ("level2/8", "matmul_rows"),
+     ("level2/9", "matmul"), ("level2/10", "matmul")],
 )  # fmt: skip
 def test_templates_emit_dsl_that_the_verifier_proves(key, template):
     em = _emission(key)
@@ -76,3 +80,132 @@ def test_no_template_names_the_task_and_its_ops(key, ops):
         match.NoTemplate, match=rf"no template matches task {key} \(ops: {ops}.*kernel.source=FILE"
     ):
         _emission(key)
+
+
+def _captured(key: str) -> match.Emission:
+    """The emission from the meta-tensor capture the family binds with."""
+    from argus_core.frontend import capture_task
+
+    gm, _ = capture_task(tasks.load_module(tasks.resolve(TASKS, key).path), key)
+    return match.match(gm, key)
+
+
+def test_transposed_operand_is_a_permuted_view_and_the_epilogue_uses_the_op_library():
+    em = _captured("level1/14")
+    assert em.binding["a"] == {"from": "input", "index": 0}
+    assert 'a: al.Tensor["K", "M"]' in em.source and "al.permute(a.tile(BK, BM)[k, pm]" in em.source
+    assert em.shape == {"M": 36, "N": 40, "K": 48}
+    assert "* 0.2" in em.source and "al.minimum(al.maximum(" in em.source  # leaky_relu, hardtanh
+
+
+def test_a_bias_parameter_in_the_epilogue_binds_as_an_n_vector():
+    em = _captured("level2/4")
+    assert em.binding["vec1"] == {"from": "param", "attr": "bias", "view": "1d"}
+    assert em.ops == ["linear", "gelu", "add", "mish", "clamp"]
+
+
+def test_row_program_masks_its_reductions_and_broadcasts_reduced_rows():
+    em = _captured("level1/12")
+    assert em.binding["y"] == {"from": "output", "view": "2d"}
+    assert "al.where(live, " in em.source and "[:, None]" in em.source
+    assert em.tiles["BN"] == [64] and em.shape == {"M": 24, "N": 40}
+
+
+class _TorchAl:
+    """The DSL's elementwise surface on torch tensors: the op library's expressions are
+    evaluated with it and compared with PyTorch's own functions."""
+
+    def __init__(self):
+        import torch
+
+        self.t = torch
+
+    def _c(self, v):
+        return v if isinstance(v, self.t.Tensor) else self.t.tensor(float(v))
+
+    def where(self, c, a, b):
+        return self.t.where(c, self._c(a), self._c(b))
+
+    def maximum(self, a, b):
+        return self.t.maximum(self._c(a), self._c(b))
+
+    def minimum(self, a, b):
+        return self.t.minimum(self._c(a), self._c(b))
+
+    def __getattr__(self, name):
+        return {"exp": self.t.exp, "log": self.t.log, "sqrt": self.t.sqrt, "abs": self.t.abs,
+                "sigmoid": self.t.sigmoid}[name]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "kind, params, torch_fn",
+    [("relu", {}, "relu"), ("relu6", {}, "relu6"), ("sigmoid", {}, "sigmoid"), ("tanh", {}, "tanh"),
+     ("silu", {}, "silu"), ("gelu_tanh", {}, "gelu_tanh"), ("gelu", {"approximate": "none"}, "gelu"),
+     ("mish", {}, "mish"), ("softplus", {"beta": 2.0, "threshold": 10.0}, "softplus"),
+     ("softsign", {}, "softsign"), ("hardswish", {}, "hardswish"), ("hardsigmoid", {}, "hardsigmoid"),
+     ("hardtanh", {"min_val": -0.5, "max_val": 2.0}, "hardtanh"),
+     ("clamp", {"min": -1.0, "max": None}, "clamp"), ("leaky_relu", {"negative_slope": 0.3}, "leaky_relu"),
+     ("elu", {"alpha": 0.7}, "elu"), ("selu", {}, "selu"), ("logsigmoid", {}, "logsigmoid"),
+     ("pow", {"exponent": 3}, "pow3"), ("rsqrt", {}, "rsqrt_abs")],
+)  # fmt: skip
+def test_each_elementwise_lowering_matches_pytorch(kind, params, torch_fn):
+    import torch
+    import torch.nn.functional as F
+
+    x = torch.linspace(-30.0, 30.0, 2001, dtype=torch.float64)
+    want = {
+        "relu": F.relu, "relu6": F.relu6, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
+        "silu": F.silu, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"), "gelu": F.gelu,
+        "mish": F.mish, "softplus": lambda v: F.softplus(v, 2.0, 10.0), "softsign": F.softsign,
+        "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid,
+        "hardtanh": lambda v: F.hardtanh(v, -0.5, 2.0), "clamp": lambda v: v.clamp(min=-1.0),
+        "leaky_relu": lambda v: F.leaky_relu(v, 0.3), "elu": lambda v: F.elu(v, 0.7),
+        "selu": F.selu, "logsigmoid": F.logsigmoid, "pow3": lambda v: v**3,
+        "rsqrt_abs": lambda v: torch.rsqrt(v.abs() + 1),
+    }[torch_fn]  # fmt: skip
+    arg = "(al.abs(x) + 1.0)" if torch_fn == "rsqrt_abs" else "x"
+    expr = match.ELEMENTWISE[kind].expr([arg], params)
+    got = eval(expr, {"al": _TorchAl(), "x": x, "float": float})  # our own library's text
+    assert torch.allclose(got, want(x), atol=1e-6, rtol=1e-6), (kind, (got - want(x)).abs().max())
+
+
+def test_an_unsupported_parameter_names_the_valid_choices():
+    with pytest.raises(match.NoTemplate, match=r"pow exponent 1.7; valid: 1, 2, 3, 4"):
+        match.ELEMENTWISE["pow"].expr(["x"], {"exponent": 1.7})
+
+
+def test_scaled_sizes_shrink_and_small_hyperparameters_stay():
+    src = "batch_size = 4096\ndim = 1024 * 2\nkernel_size = 3\nC, G = 128, 32\nEPS = 1e-5\n"
+    out = tasks.scaled_source(src, 0.01)
+    assert out == "batch_size = 32\ndim = 16\nkernel_size = 3\nC, G = 16, 16\nEPS = 1e-5\n"
+    with pytest.raises(ConfigError, match=r"scale=1.5: must be in \(0, 1\]"):
+        tasks.scaled_source(src, 1.5)
+
+
+def test_a_scaled_task_is_a_copy_that_loads_with_the_smaller_sizes(tmp_path):
+    ref = tasks.resolve(TASKS, "level1/4")
+    small = tasks.scaled(ref, 0.2, tmp_path)
+    assert small.key == ref.key and small.path.parent.parent.parent == tmp_path
+    module = tasks.load_module(small.path)
+    assert (module.BATCH, module.IN_FEATURES, module.OUT_FEATURES) == (16, 16, 16)
+    assert tasks.scaled(ref, None) is ref
+
+
+def test_every_emitted_kernel_calls_only_the_dsl():
+    emitted = 0
+    for key in tasks.discover(TASKS):
+        try:
+            em = _captured(key)
+        except match.NoTemplate:
+            continue
+        assert match.library_calls(em.source) == [], key
+        emitted += 1
+    assert emitted >= 18
+
+
+def test_the_static_check_names_a_library_call_and_a_foreign_import():
+    src = (
+        "import torch\nfrom argus_plugins.dsl.tile import lang as al\n"
+        "def k(x):\n    t = al.load(x.tile(4)[0]).to(al.f32)\n    return torch.matmul(t, t)\n"
+    )
+    assert match.library_calls(src) == ["line 1: import torch", "line 5: torch.matmul"]

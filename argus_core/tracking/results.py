@@ -1,0 +1,133 @@
+"""A run's results on disk, written so that a fault loses nothing that had finished.
+
+Each candidate's record is appended to `results.jsonl` in the run directory as soon as it
+finishes (one JSON line, flushed and fsynced), so a run killed by SIGKILL, or one whose disk
+fills up, keeps every candidate that finished before. At the end `results.json` (the whole
+list) is written atomically: to a temporary file beside it, then renamed over it, so it is
+either the previous complete file or the new complete one, never a truncated one.
+
+`load_records` reads `results.jsonl` back (a last line cut by the kill is dropped), and
+`result_from_dict` rebuilds a `CandidateResult`, which `resume=true` replays to the planner
+instead of evaluating the candidate again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from argus_core.types import (
+    Candidate,
+    CandidateResult,
+    CompileReport,
+    CorrectnessReport,
+    LoweredKernel,
+    Policy,
+    TimingReport,
+    VerifyReport,
+)
+
+RECORDS = "results.jsonl"
+RESULTS = "results.json"
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file in the same directory and a rename;
+    on any error the temporary file is removed and `path` is left as it was."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0600
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class ResultsLog:
+    """The run directory's `results.jsonl`, one record appended per finished candidate."""
+
+    def __init__(self, run_dir: str | Path):
+        self.path = Path(run_dir) / RECORDS
+
+    def begin(self) -> Path | None:
+        """Start this run's records: an earlier run's file in the same directory (a rerun
+        with a fixed hydra.run.dir, a resumed sweep job) is renamed aside, not appended to;
+        returns its new path."""
+        if not self.path.exists():
+            return None
+        n = 1
+        while (old := self.path.with_name(f"{RECORDS}.{n}.old")).exists():
+            n += 1
+        self.path.rename(old)
+        return old
+
+    def append(self, result: CandidateResult) -> None:
+        """Append one record; on a failed write (disk full) the file is cut back to the
+        records before it, so it never ends in half a record."""
+        line = (json.dumps(result.to_dict(), default=str) + "\n").encode()
+        with open(self.path, "ab") as f:
+            size = f.tell()
+            try:
+                f.write(line)
+                f.flush()
+                os.fsync(f.fileno())
+            except OSError:
+                f.truncate(size)
+                raise
+
+    def write_final(self, results: list[CandidateResult]) -> Path:
+        out = self.path.with_name(RESULTS)
+        write_atomic(out, json.dumps([r.to_dict() for r in results], indent=2, default=str))
+        return out
+
+
+def load_records(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The records of `run_dir/results.jsonl` in order; a line the kill cut short (the
+    last) is left out. Empty when there is no such file."""
+    path = Path(run_dir) / RECORDS
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # the line being written when the process died
+    return out
+
+
+def _build(cls: Any, d: dict[str, Any] | None) -> Any:
+    if d is None:
+        return None
+    names = set(cls.__dataclass_fields__)
+    return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def result_from_dict(d: dict[str, Any]) -> CandidateResult:
+    """A `CandidateResult` from its `to_dict()` record (the assembly text is not kept)."""
+    cand = dict(d["candidate"])
+    cand["policy"] = Policy.from_dict(cand.get("policy") or {})
+    lowered = d.get("lowered")
+    return CandidateResult(
+        candidate=_build(Candidate, cand),
+        index=int(d.get("index", 0)),
+        verify=_build(VerifyReport, d.get("verify")) or VerifyReport(),
+        lowered=LoweredKernel.from_dict(lowered) if lowered else None,
+        compile=_build(CompileReport, d.get("compile")),
+        correctness=_build(CorrectnessReport, d.get("correctness")),
+        timing=_build(TimingReport, d.get("timing")),
+        reward=d.get("reward"),
+        failure=d.get("failure"),
+        seconds=float(d.get("seconds") or 0.0),
+        planner=dict(d.get("planner") or {}),
+    )
