@@ -27,7 +27,14 @@ from omegaconf import DictConfig, OmegaConf
 from argus_core.errors import ArgusError, ConfigError
 from argus_core.evaluate.check import CheckRun
 from argus_core.plugin_manager import Registry, default_plugin_manager
-from argus_core.sandbox import SandboxError, truncate, trusted_code
+from argus_core.sandbox import (
+    SandboxError,
+    parse_candidate,
+    trace_all_in_child,
+    truncate,
+    trusted_code,
+)
+from argus_core.sandbox import configure as configure_sandbox
 from argus_core.types import (
     Candidate,
     CandidateResult,
@@ -121,12 +128,8 @@ class Stages:
         stage = "parse"
         try:
             if cand.origin == "llm":  # an LLM's code: checked, then traced in the OS sandbox
-                from argus_core.sandbox import parse_candidate
-
                 irs = parse_candidate(self.dsl, cand, entries, cfg.evaluate.get("trace_timeout_s"))
             elif cfg.kernel.get("source"):  # the user's kernel.source file: traced sandboxed
-                from argus_core.sandbox import trace_all_in_child
-
                 limit = cfg.evaluate.get("trace_timeout_s")
                 irs = trace_all_in_child(self.dsl, cand.source, entries, filename, limit)
             else:
@@ -523,8 +526,6 @@ def run(cfg: DictConfig) -> int:
     pm = default_plugin_manager()
     registry = Registry(pm)
     try:
-        from argus_core.sandbox import configure as configure_sandbox
-
         configure_sandbox(cfg.get("sandbox"))  # None: $ARGUS_SANDBOX, default auto
         stages = Stages.from_config(cfg, registry)
         check_kernel(stages.family, cfg.kernel)
@@ -684,8 +685,6 @@ def _parse_source(stages: Stages) -> None:
     if not source or not isinstance(family, DSLKernelFamily):
         return
     text = family.source()
-    from argus_core.sandbox import trace_all_in_child  # a user's file runs sandboxed
-
     for entry in family.entries:
         try:
             trace_all_in_child(stages.dsl, text, [entry], str(family.source_path))
