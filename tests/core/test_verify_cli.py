@@ -79,3 +79,18 @@ def test_kernels_and_default_tiles_come_from_the_dsl_front_end(tmp_path):
 def test_verifier_none_is_never_verified():
     code, out = run([str(PLANTED), "--verifier", "none"])
     assert (code, out["status"]) == (2, "skipped")
+
+
+def test_a_counterexample_names_its_cause_and_is_minimized():
+    """The planted `k + 1` on line 21 fails at the dot (line 23): the printed summary names
+    the use and line 21 as the likely cause, with the ranked slice and the smallest shapes
+    that still fail (K = BK + 1: one element past the first tile)."""
+    code, out = run([str(PLANTED), "--policy", "BM=64,BN=32,BK=32,GROUP=4"])
+    assert code == 1
+    cex = out["counterexamples"][0]
+    assert cex["program_point"]["line"] == 23
+    assert cex["causes"][0]["line"] == 21 and cex["cause"] == cex["causes"][0]
+    assert "wrong_k_offset.py:23" in out["summary"]
+    assert "likely cause: line 21 (x = al.load(a.tile(BM, BK)[pm, k + 1])" in out["summary"]
+    assert cex["minimized"] and cex["shapes"] == {"M": 1, "K": 33, "N": 1}
+    assert cex["program_id"] == 0 and cex["element"] == [0, 0]

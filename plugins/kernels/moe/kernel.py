@@ -62,11 +62,11 @@ def moe_align(ids: al.Tensor["SLOTS"], sorted_ids: al.Tensor["CAP"], block_exper
         mine = chunk2.eq(ex).to(al.i32)
         pos = base + run + al.cumsum(mine, 0) - 1
         slot = al.zeros((BS,), al.i32) + (c2 * BS + i)
-        al.store(sorted_ids.rows(pos), slot, mask=lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM).ne(0))
+        al.store(sorted_ids.rows(pos), slot, mask=lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM, slot, ids).ne(0))
         run = run + al.sum(mine, 0)[None]
     (p,) = al.indices((BM,))
     pad = al.zeros((BM,), al.i32) + p
-    sentinel = al.zeros((BM,), al.i32) + ids.shape[0]
+    sentinel = padding(al.zeros((BM,), al.i32) + ids.shape[0], ids)
     al.store(sorted_ids.rows(base + mine_n + pad), sentinel, mask=pad < mine_p - mine_n)
     blocks = al.cdiv(sorted_ids.shape[0], BM)
     for q in al.range(al.cdiv(blocks, BS)):
@@ -78,7 +78,7 @@ def moe_align(ids: al.Tensor["SLOTS"], sorted_ids: al.Tensor["CAP"], block_exper
     last = al.zeros((BS,), al.i32) + ex.eq(num_experts - 1)
     for q2 in al.range(al.cdiv(sorted_ids.shape[0], BS)):
         at = al.zeros((BS,), al.i32) + (q2 * BS + i)
-        al.store(sorted_ids.rows(at), al.zeros((BS,), al.i32) + ids.shape[0],
+        al.store(sorted_ids.rows(at), padding(al.zeros((BS,), al.i32) + ids.shape[0], ids),
                  mask=(at >= used) & last.ne(0))
     for q3 in al.range(al.cdiv(blocks, BS)):
         b3 = al.zeros((BS,), al.i32) + (q3 * BS + i)
@@ -100,8 +100,8 @@ def moe_up(x: al.Tensor["T", "H"], w1: al.Tensor["E", "TWO", "I", "H"], sorted_i
         xt = al.expect(al.load(x.rows(tok).tile(BK)[k], mask=slots >= 0), own_expert(slots, block_expert, pb))
         wg = al.expect(al.load(al.permute(w1[ex, 0].tile(BN, BK)[pn, k], (1, 0)), mask=ex >= 0), expert_is(block_expert, pb), arity=4)
         wu = al.expect(al.load(al.permute(w1[ex, 1].tile(BN, BK)[pn, k], (1, 0)), mask=ex >= 0), expert_is(block_expert, pb), arity=4)
-        gate = al.dot(xt, wg, gate)
-        up = al.dot(xt, wu, up)
+        gate = al.expect(al.dot(xt, wg, gate), lambda e, half: half.eq(0), "coord.rhs", 2)  # gate sums w1[e, 0] (tag coord.rhs: the dot's right operand's (expert, half))
+        up = al.expect(al.dot(xt, wu, up), lambda e, half: half.eq(1), "coord.rhs", 2)  # up sums w1[e, 1]
     act = al.rows_for(gate * al.sigmoid(gate) * up, slots, lambda s: s // topk)  # SiLU(gate) * up; row r is slot slots[r]'s
     al.store(h1.rows(slots).tile(BN)[pn], act.to(h1.dtype), mask=slots >= 0)
 
@@ -175,19 +175,33 @@ def alignment_input(pids, ids, sorted_ids, block_expert, num_experts, BM, BE):
     return pids
 
 
-def lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM):
+def lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM, slot, ids):
     """Ghost postcondition of moe_align's scatter; returns `mine`. Every slot routed to this
     expert (mine[r] != 0) lands in a row of [base, base + mine_n) (its real rows: the
     padding starts at base + mine_n), inside a block this program marks with its expert
-    ([base // BM, (base + mine_p) // BM), the block_expert rows it stores)."""
+    ([base // BM, (base + mine_p) // BM), the block_expert rows it stores); and the value
+    it writes there is a slot, in [0, SLOTS) (the readers' `rows` contract: a row is the
+    sentinel or a slot < n_slots; the padding value is `padding`'s)."""
     row, lo = al.at(pos), al.at(base)
 
     def pred(_slot):
         inside = (row >= lo) & (row < lo + al.at(mine_n))
         marked = (row // BM >= lo // BM) & (row // BM < (lo + al.at(mine_p)) // BM)
-        return al.at(mine).eq(0) | (inside & marked)
+        a_slot = (al.at(slot) >= 0) & (al.at(slot) < ids.shape[0])
+        return al.at(mine).eq(0) | (inside & marked & a_slot)
 
     return al.expect(mine, pred, arity=1)
+
+
+def padding(value, ids):
+    """Ghost: `value` (a tile moe_align stores into padding rows of sorted_ids) is the
+    routing contract's sentinel, n_slots = SLOTS = ids.shape[0] (`routing_contract`: a row
+    is the sentinel or a slot < n_slots routed to its block's expert); returns `value`. With
+    `lands_in_own_blocks` (real rows hold slots in [0, SLOTS)), every value moe_align writes
+    to sorted_ids satisfies the contract's value clause; rows it never writes are covered by
+    the `store_cover` proof."""
+    al.tag(value, lambda r: (r,), "padding")  # element r (the assertion needs a tag to speak of)
+    return al.expect(value, lambda _r: al.at(value).eq(ids.shape[0]), name="padding", arity=1)
 
 
 def own_expert(slots, block_expert, pb):

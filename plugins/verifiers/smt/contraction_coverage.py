@@ -157,11 +157,16 @@ def contraction(
     starts: list[Expr] = []
     for c in contribs:
         pids: list[IntLike] = [PID] + [PID - comp * stride for comp, stride in axes]
+        # or the last program along an axis (split-K with the remainder in its last split)
+        pids += [PID + (_extent(ctx, comp, stride) - 1 - comp) * stride for comp, stride in axes]
         for pid in pids:
             n = wit.n + 1
             starts.append(
                 wit(c, 0, pid, {v.name: rename(s, f"#w{n}") for v, s, _e, _t in c.loops}, 0)
             )
+            if c.loops:  # a loop run backwards sums coordinate 0 in its last iteration
+                n = wit.n + 1
+                starts.append(wit(c, 0, pid, _last(c, f"#w{n}"), 0))
     q = Query(ctx, shape, overrides=wit.overrides)
     f = chk.require(
         "contraction_start",
@@ -188,6 +193,27 @@ def contraction(
             for inner, s_in, _e2, _t2 in c.loops[t + 1 :]:
                 vals[inner.name] = rename(s_in, f"#w{n}")
             succ.append(wit(c, nxt, PID, vals, 0))
+        for t, (var, _s, _e, step) in enumerate(c.loops):
+            # reordered: the previous iteration (a loop run backwards)
+            n = wit.n + 1
+            vals = dict(here)
+            vals[var.name] = var - step
+            for inner, s_in, _e2, _t2 in c.loops[t + 1 :]:
+                vals[inner.name] = rename(s_in, f"#w{n}")
+            succ.append(wit(c, nxt, PID, vals, 0))
+        for c2 in contribs:
+            if c2 is c:
+                continue
+            # unrolled: another product of the same iteration, or of the next or previous
+            # one (a shared loop variable keeps its value; the others start)
+            shared = [v for v, *_ in c2.loops if v.name in here]
+            for delta in (0, 1, -1) if shared else ():
+                n = wit.n + 1
+                vals = {v.name: rename(s2, f"#w{n}") for v, s2, _e2, _t2 in c2.loops}
+                for v, _s2, _e2, st in c2.loops:
+                    if v.name in here:
+                        vals[v.name] = v + delta * st if delta else v
+                succ.append(wit(c2, nxt, PID, vals, 0))
         for c2 in contribs:
             pids: list[IntLike] = ([PID] if c2 is not c else []) + [
                 PID + stride for _comp, stride in axes
@@ -210,6 +236,25 @@ def contraction(
             extra=where,
         )
         _confirm_gap(it, f, op, shape, coords, mask, contribs, atomic)
+
+
+def _extent(ctx, comp: Sym, stride: IntLike) -> IntLike:
+    """The number of programs along grid axis `comp` (`pid // stride % extent`; the
+    slowest axis: the grid over its stride)."""
+    e = ctx.lets[comp.name]
+    if isinstance(e, BinOp) and e.op == "%":
+        return e.b
+    return as_expr(ctx.grid_total) // stride
+
+
+def _last(c: Contribution, w: str) -> dict[str, IntLike]:
+    """Every loop of `c` at its last iteration (start + (stop - 1 - start) // step * step),
+    its bounds read in witness copy `w`."""
+    out: dict[str, IntLike] = {}
+    for var, start, stop, step in c.loops:
+        s0, s1 = rename(start, w), rename(stop, w)
+        out[var.name] = as_expr(s0) + (as_expr(s1) - 1 - s0) // step * step
+    return out
 
 
 def _confirm_gap(

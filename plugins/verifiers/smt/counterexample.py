@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from argus_core.ir import IntLike, ProgramPoint
 from argus_core.layout.linear import blocked
+from argus_plugins.verifiers.smt.cause import causes
 from argus_plugins.verifiers.smt.exprs import PROGRAM_ID
 from argus_plugins.verifiers.smt.solver import Outcome
 
@@ -126,6 +127,10 @@ def counterexample(
         cex[k] = v(q, m) if callable(v) else v
     if ctx.data is not None:  # the data reads (routing) the counterexample rests on
         cex["data"] = ctx.data.model_values(q, m)
+    cex["minimized"] = bool(out.minimized)
+    # the backward slice, most likely cause first (cause.py)
+    cex["causes"] = causes(ctx.ir, assertion, point)
+    cex["cause"] = cex["causes"][0] if cex["causes"] else None
     cex["text"] = render(cex)
     return cex
 
@@ -156,4 +161,6 @@ def render(cex: dict[str, Any]) -> str:
         f"{k}={v}" for k, v in {**cex.get("shapes", {}), **cex.get("scalars", {})}.items()
     )
     text = cex["message"].format(lhs=_fmt(cex["lhs"]), rhs=_fmt(cex["rhs"]))
-    return f"{where}: {' '.join(who)}{': ' if who else ''}{text} [{shapes}]"
+    cause = cex.get("cause")
+    why = f"; likely cause: line {cause['line']} ({cause['what']})" if cause else ""
+    return f"{where}: {' '.join(who)}{': ' if who else ''}{text} [{shapes}]{why}"

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import z3
 
 from argus_core.ir import Expr, IntLike, KernelIR, Let, Loop, Sym, as_expr
-from argus_core.ir.expr import BinOp, Cmp
+from argus_core.ir.expr import BinOp, Cmp, Const
 from argus_core.ir.tags import Requires
 from argus_core.types import Policy
 from argus_plugins.verifiers.smt.exprs import PROGRAM_ID, rename, rewrite, split_suffix
@@ -83,6 +83,9 @@ class Context:
         self.max_extent = int(options.get("max_extent", 2**20))
         self.small_extent = int(options.get("small_extent", 256))
         self.probe_ms = int(options.get("probe_ms", 300))
+        # solver calls to minimize one counterexample (0: report z3's first model); a
+        # count, not a time, so the reported counterexample does not depend on load
+        self.minimize_checks = int(options.get("minimize_checks", 96))
         missing = [c.name for c in ir.constexprs if c.name not in policy.tiles]
         if missing:
             raise ValueError(
@@ -138,6 +141,17 @@ class Context:
             if not (isinstance(m, BinOp) and m.op == "%"):
                 continue
             x, y = m.a, m.b
+            if isinstance(x, Sym) and isinstance(y, Const) and y.value > 1:
+                # a declared domain's `multiple_of` (argus_core.domain): X = G * c keeps
+                # every query linear (cdiv(X, c), X // c become G)
+                if x.name not in self.shapes or x in self.subst:
+                    continue
+                g = Sym(f"{x.name}_per_{y.value}", "shape")
+                self.shapes[g.name] = g
+                self.quotients[BinOp("//", x, y)] = g
+                self.subst[x] = g * y.value
+                self.derived[x.name] = g * y.value
+                continue
             if not (isinstance(x, Sym) and isinstance(y, Sym)):
                 continue
             if x.name not in self.shapes or y.name not in self.shapes:
@@ -245,6 +259,7 @@ class Outcome:
     model: Any = None
     query: Query | None = None
     note: str = ""
+    minimized: bool = False  # the model is locally minimal (see Query.minimize)
 
 
 class _Env(dict):
@@ -396,9 +411,77 @@ class Query:
                 out.status, out.model = "violated", model
         elif r == z3.sat:
             out.status, out.model = "violated", model
+            if not self.lemma and ctx.minimize_checks:
+                out.model, out.minimized = self.minimize(s, model)
         ctx.seconds += time.perf_counter() - t0
         ctx.queries += 1
         return out
+
+    def _order(self) -> list[str]:
+        """The variables a counterexample is minimized over, most telling first: shapes,
+        then program ids, iterations, elements, and the rest (copies of other programs,
+        contracted indices)."""
+        ctx = self.ctx
+
+        def rank(name: str) -> int:
+            base, suffix = split_suffix(name)
+            if base in ctx.shapes:
+                return 0
+            if base in ctx.scalar_args:
+                return 6  # signed kernel arguments: not minimized
+            group = (
+                1
+                if base == PROGRAM_ID or base in ctx.components
+                else 2
+                if base in ctx.loops
+                else 3
+                if base.startswith("_i")
+                else 4
+            )
+            return group if not suffix else 5
+
+        names = sorted(self.vars, key=lambda n: (rank(n), n))
+        return [n for n in names if rank(n) < 6]
+
+    def minimize(self, s: Any, model: Any) -> tuple[Any, bool]:
+        """A locally minimal model of the solver's assertions: each variable in turn (see
+        `_order`) lowered by binary search to the least value that still violates, with
+        the ones before it held at theirs; in at most `ctx.minimize_checks` solver calls
+        of `max(ctx.probe_ms, 1000)` ms each (False when they ran out or one timed out: the
+        model is then smaller, not minimal)."""
+        ctx = self.ctx
+        budget = ctx.minimize_checks
+        done = True
+        s.push()
+        # a step's query is the violation plus one bound: as hard as the first, so it gets
+        # the time the probe had, at least a second (a loaded machine must not decide)
+        s.set("timeout", max(ctx.probe_ms, 1000))
+        for name in self._order():
+            v = self.vars[name]
+            cur = model.eval(v, model_completion=True).as_long()
+            lo = 1 if split_suffix(name)[0] in ctx.shapes else 0
+            while lo < cur:
+                if budget <= 0:
+                    done = False
+                    break
+                budget -= 1
+                mid = (lo + cur) // 2
+                s.push()
+                s.add(v <= mid)
+                r = s.check()
+                if r == z3.sat:
+                    model = s.model()
+                    cur = model.eval(v, model_completion=True).as_long()
+                else:
+                    lo = mid + 1
+                    if r == z3.unknown:
+                        done = False
+                s.pop()
+            s.add(v == cur)
+            if not done:
+                break
+        s.pop()
+        return model, done
 
     def value(self, model, e: IntLike | Any) -> int:
         t = e if isinstance(e, z3.ExprRef) else self.z(e)

@@ -66,6 +66,43 @@ def expected(path: pathlib.Path) -> tuple[str, int]:
     raise AssertionError(f"{path} has no '# <- violated:' marker")
 
 
+CAUSE = re.compile(r"#\s*(root cause|BUG)")
+
+
+def cause_line(path: pathlib.Path) -> int | None:
+    """The line of the planted mistake: marked `# root cause` (or `# BUG`) where it is not
+    the line whose assertion fails, else that line; None for a marker on a line of its own
+    (a missing statement: no line to name)."""
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if CAUSE.search(line):
+            return None if line.lstrip().startswith("#") else n
+    return expected(path)[1]
+
+
+def cause_rank(cex: dict, path: pathlib.Path) -> int | None:
+    """Where the planted mistake ranks in the counterexample's causes (0: named first)."""
+    line = cause_line(path)
+    if line is None:
+        return None
+    for n, c in enumerate(cex["causes"]):
+        if c["lines"][0] <= line <= c["lines"][1]:
+            return n
+    return None
+
+
+def check_cause(cex: dict, path: pathlib.Path) -> None:
+    """The counterexample's backward slice holds the planted mistake, its first entry is
+    the one-line form's likely cause, and its values are minimized (no variable can be
+    lowered and still violate), unless it rests on prefix sums (moe_align), whose models
+    are confirmed by recomputing the sums instead."""
+    rank = cause_rank(cex, path)
+    assert rank is not None or cause_line(path) is None, (cause_line(path), cex["causes"])
+    top = cex["causes"][0]
+    assert cex["cause"] == top
+    assert f"likely cause: line {top['line']} " in cex["text"]
+    assert cex["minimized"] or "data" in cex, cex["text"]
+
+
 def program_env(ir: KernelIR, pol: Policy, cex: dict) -> dict[str, int]:
     """Concrete values of every scalar of the counterexample's program, computed in Python
     (Expr.evaluate), independently of z3: shapes, tiles, contiguous strides, the Let chain,

@@ -8,7 +8,13 @@ import pathlib
 import pytest
 
 from argus_core.ir import Dot, Load, Loop, Store
-from tests.plugins.verifiers.smt.conftest import HERE, expected, program_env, verify
+from tests.plugins.verifiers.smt.conftest import (
+    HERE,
+    check_cause,
+    expected,
+    program_env,
+    verify,
+)
 
 PLANTED = sorted((HERE / "planted").glob("*.py"))
 CORRECT = sorted((HERE / "correct").glob("*.py"))
@@ -47,7 +53,7 @@ def _summed_k(ir, pol, cex, env, reset: bool) -> set[int]:
         penv = program_env(ir, pol, {**cex, "program_id": pid})
         if [_eval(c, penv) for c in store.view.coords] != target:
             continue
-        ks = list(range(_eval(loop.start, penv), _eval(loop.stop, penv)))
+        ks = list(range(_eval(loop.start, penv), _eval(loop.stop, penv), _eval(loop.step, penv)))
         for k in ks[-1:] if reset else ks:
             summed |= {k * bk + kk for kk in range(bk) if k * bk + kk < env["K"]}
     return summed
@@ -69,6 +75,7 @@ def test_planted_bug_is_caught(path: pathlib.Path):
     assert (pathlib.Path(pp["file"]).name, pp["line"]) == (path.name, line)
     assert cex["text"] and f"{path.name}:{line}" in cex["text"]
     assert report.summary.startswith(report.counterexamples[0]["text"])
+    check_cause(cex, path)
     env = program_env(ir, pol, cex)
     lhs, rhs = cex["lhs"], cex["rhs"]
     if assertion in ("bounds", "store_cover"):
@@ -88,10 +95,14 @@ def test_planted_bug_is_caught(path: pathlib.Path):
     elif assertion == "store_tag":
         op = _op_at(ir, line, Store)
         assert lhs == [_eval(c, env) for c in op.view.coords]
-        # the value is the GEMM accumulator: its tag is the product's (row, col)
+        # the value is the GEMM accumulator: its tag is the product's (row of a's tile,
+        # column of b's tile), replayed from the loads the dot multiplies
         i, j = cex["element"]
-        assert rhs == [env["pid_m"] * pol.tiles["BM"] + i, env["pid_n"] * pol.tiles["BN"] + j]
-        assert lhs != rhs
+        dot = next(op for op in ir.walk() if isinstance(op, Dot))
+        xa, yb = _producer(ir, dot.a), _producer(ir, dot.b)
+        row = _eval(xa.view.coords[0], {**env, "_i0": i, "_i1": 0})
+        col = _eval(yb.view.coords[1], {**env, "_i0": 0, "_i1": j})
+        assert rhs == [row, col] and lhs != rhs
     elif assertion == "dot_contract":
         dot = _op_at(ir, line, Dot)
         i, j = cex["element"]
@@ -124,3 +135,57 @@ def test_planted_bug_is_caught(path: pathlib.Path):
         assert _eval(op.mask, env) and _eval(op.mask, other)
     else:
         assert lhs != rhs
+
+
+def test_counterexamples_are_minimal():
+    """The loop that stops one K tile early fails first at K = BK + 1 (two tiles, one
+    visited), program 0, element (0, 0), M = N = 1: the minimized counterexample says so,
+    where z3's first model need not; with every shape <= BK it does not fail at all."""
+    path = HERE / "planted" / "k_loop_short.py"
+    _ir, _pol, report = verify(path)
+    cex = next(c for c in report.counterexamples if c["assertion"] == "contraction_gap")
+    assert cex["minimized"]
+    assert cex["shapes"] == {"M": 1, "K": 33, "N": 1}
+    assert (cex["program_id"], cex["element"]) == (0, [0, 0])
+    _ir, _pol, smaller = verify(path, {"options": {"max_extent": 32}})
+    assert not [c for c in smaller.counterexamples if c["assertion"] == "contraction_gap"]
+
+
+ALL_PLANTED = sorted(HERE.glob("**/planted/*.py"))
+
+
+def test_corpus_has_sixty_planted_bugs_over_every_family():
+    families = {p.parent.parent.name for p in ALL_PLANTED}  # smt/ holds the GEMM ones
+    assert len(ALL_PLANTED) >= 60 and families == {"smt", "attention", "moe"}
+
+
+@pytest.mark.slow
+def test_the_likely_cause_is_the_planted_mistake_in_most_bugs():
+    """Over the whole corpus, the one-line form's likely cause is the planted mistake's
+    line for at least 3 in 4 bugs and among the first three for 85 in 100 (measured
+    2026-12-01: 53 of 64 first, 57 of 64 in the first three; one bug, a missing
+    statement, has no line to name)."""
+    from tests.plugins.verifiers.smt.attention import test_attention_verifier as att
+    from tests.plugins.verifiers.smt.conftest import cause_line, cause_rank
+    from tests.plugins.verifiers.smt.moe import test_moe_verifier as moe
+
+    ranks = []
+    for path in ALL_PLANTED:
+        family = path.parent.parent.name
+        if family == "moe":
+            report = moe.verify(path, moe.entry_of(path))[2]
+        elif family == "attention":
+            report = att.verify(path)[2]
+        else:
+            report = verify(path)[2]
+        assertion, line = expected(path)
+        cex = next(
+            c
+            for c in report.counterexamples
+            if c["assertion"] == assertion and c["program_point"]["line"] == line
+        )
+        if cause_line(path) is not None:
+            ranks.append(cause_rank(cex, path))
+    first = sum(r == 0 for r in ranks) / len(ranks)
+    top3 = sum(r is not None and r < 3 for r in ranks) / len(ranks)
+    assert first >= 0.75 and top3 >= 0.85, (first, top3, ranks)

@@ -14,7 +14,13 @@ import pytest
 from argus_core.types import Policy
 from argus_plugins.dsl.tile.frontend import TileFrontend
 from argus_plugins.verifiers.smt import SmtVerifier, analyse
-from tests.plugins.verifiers.smt.conftest import KERNELS, expected, lowering_backend, target_spec
+from tests.plugins.verifiers.smt.conftest import (
+    KERNELS,
+    check_cause,
+    expected,
+    lowering_backend,
+    target_spec,
+)
 
 HERE = pathlib.Path(__file__).parent
 KERNEL = KERNELS / "moe" / "kernel.py"
@@ -149,7 +155,7 @@ def test_corpus_size():
 
 @pytest.mark.parametrize("path", PLANTED, ids=lambda p: p.stem)
 def test_planted_moe_bug_is_caught(path):
-    _ir, _pol, report = verify(path, entry_of(path))
+    _ir, pol, report = verify(path, entry_of(path))
     assertion, line = expected(path)
     assert report.status == "violated", report.summary
     hits = [c for c in report.counterexamples if c["assertion"] == assertion]
@@ -158,9 +164,12 @@ def test_planted_moe_bug_is_caught(path):
     pp = cex["program_point"]
     assert (pathlib.Path(pp["file"]).name, pp["line"]) == (path.name, line)
     assert f"{path.name}:{line}" in cex["text"]
+    check_cause(cex, path)
     lhs, rhs, shapes = cex["lhs"], cex["rhs"], cex["shapes"]
     if assertion == "bounds":  # a padding row (past sorted_ids) stored at row -1
         assert lhs[0] == -1 and not 0 <= lhs[0] < rhs[0]
+    elif assertion == "store_tag" and entry_of(path) == "moe_combine":  # another column
+        assert lhs[0] == rhs[0] and lhs[1] == rhs[1] + pol.tiles["BH"] < shapes["H"]
     elif assertion == "store_tag":  # stored at the token's row, computed for the slot
         topk = cex["scalars"]["topk"]
         assert lhs[0] == rhs[0] // topk and lhs[0] != rhs[0]
@@ -179,6 +188,8 @@ def test_planted_moe_bug_is_caught(path):
         assert lhs != rhs
     elif assertion == "contraction_gap":  # the last slot is never added
         assert lhs[0] == rhs[0] - 1 == shapes["K"] - 1
+    elif assertion == "contraction_start":  # the first slot is never added
+        assert lhs[0] == 0 and rhs[0] == shapes["K"]
     elif assertion == "contraction_once":  # one slot added twice
         assert lhs == rhs and 0 <= lhs[0] < shapes["K"]
     elif assertion == "dot_contract":  # two real k coordinates that differ
@@ -221,3 +232,69 @@ def test_a_sum_over_both_halves_claims_neither():
     at_gate = [f for f in findings if f.assertion == "assert_tag" and f.point.line == gate_line]
     assert at_gate and all(f.status == "unknown" and "coord.rhs" in f.note for f in at_gate)
     assert not any(f.assertion == "dot_acc" and f.status == "violated" for f in findings)
+
+
+def test_the_shipped_up_kernel_asserts_its_gate_and_up_halves():
+    """kernel.py's moe_up states which half of w1 each product sums (tag `coord.rhs`):
+    with the halves swapped in its source the verifier names the gate product's line."""
+    src = KERNEL.read_text()
+    _ir, _pol, ok = verify(KERNEL, "moe_up")
+    assert ok.status == "verified", ok.summary
+    swapped = (
+        src.replace("w1[ex, 0].tile", "w1[ex, @].tile")
+        .replace("w1[ex, 1].tile", "w1[ex, 0].tile")
+        .replace("w1[ex, @].tile", "w1[ex, 1].tile")
+    )
+    assert swapped != src
+    _ir, _pol, bad = verify(KERNEL, "moe_up", source=swapped)
+    gate_line = next(
+        n
+        for n, line in enumerate(src.splitlines(), 1)
+        if line.strip().startswith("gate = al.expect(")
+    )
+    cex = bad.counterexamples[0]
+    assert (cex["assertion"], cex["program_point"]["line"]) == ("assert_tag", gate_line)
+    assert cex["lhs"][1] == 1  # the gate product summed half 1
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "helper"),
+    [  # a padding value that is not the readers' sentinel SLOTS, or a scattered slot shifted
+        (
+            "sentinel = padding(al.zeros((BM,), al.i32) + ids.shape[0], ids)",
+            "sentinel = padding(al.zeros((BM,), al.i32) - 1, ids)",
+            "def padding(",
+        ),
+        (
+            "padding(al.zeros((BS,), al.i32) + ids.shape[0], ids)",
+            "padding(al.zeros((BS,), al.i32) + ids.shape[0] + 1, ids)",
+            "def padding(",
+        ),
+        (
+            "slot = al.zeros((BS,), al.i32) + (c2 * BS + i)",
+            "slot = al.zeros((BS,), al.i32) + (c2 * BS + i + 1)",
+            "def lands_in_own_blocks(",
+        ),
+    ],
+)
+def test_alignment_writes_only_what_the_routing_contract_allows(old, new, helper):
+    """moe_align states (ghost, `padding` and `lands_in_own_blocks`) that every value it
+    writes to sorted_ids is the readers' sentinel SLOTS (padding rows) or a slot in
+    [0, SLOTS) (real rows): the shipped kernel verifies; a wrong padding value or slot is
+    caught at the helper's assertion, with the kernel line that made it as the cause."""
+    src = KERNEL.read_text()
+    _ir, _pol, ok = verify(KERNEL, "moe_align")
+    assert ok.status == "verified", ok.summary
+    assert src.count(old) == 1
+    _ir, _pol, bad = verify(KERNEL, "moe_align", source=src.replace(old, new))
+    assert bad.status == "violated", bad.summary
+    lines = src.splitlines()
+    start = next(n for n, line in enumerate(lines, 1) if line.startswith(helper))
+    expect = next(n for n in range(start, len(lines)) if "al.expect(" in lines[n - 1])
+    cex = bad.counterexamples[0]
+    assert (cex["assertion"], cex["program_point"]["line"]) == ("assert_tag", expect)
+    # the helper's caller is sliced too: a wrong padding value is named first; a shifted
+    # slot is in the slice, after the store that passes it and the scatter's other formulas
+    changed = next(n for n, line in enumerate(lines, 1) if old in line)
+    ranked = [c["line"] for c in cex["causes"]]
+    assert changed in (ranked[:1] if helper == "def padding(" else ranked), cex["causes"]

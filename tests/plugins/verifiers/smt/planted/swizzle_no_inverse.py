@@ -18,6 +18,6 @@ def gemm(
     acc = al.zeros((BM, BN), al.f32)
     for k in al.range(al.cdiv(a.shape[1], BK)):
         x = al.load(a.tile(BM, BK)[pm, k])
-        y = al.load(al.swizzle(b.tile(BK, BN)[k, pn], 3))
+        y = al.load(al.swizzle(b.tile(BK, BN)[k, pn], 3))  # root cause
         acc = al.dot(x, y, acc)  # <- violated: dot_operand
     al.store(c.tile(BM, BN)[pm, pn], acc.to(c.dtype))

@@ -21,6 +21,6 @@ def gemm(
         y = al.load(b.tile(BK, BN)[k, pn])
         al.assert_tag(lambda r, kk: r < a.shape[0] + BM, x)
         acc = al.dot(x, y, acc)
-    al.tag(acc, lambda i, j: (pm * BN + i, pn * BN + j), "out")
+    al.tag(acc, lambda i, j: (pm * BN + i, pn * BN + j), "out")  # root cause: pm * BM
     al.assert_tag_eq(acc, acc, name="coord", name_b="out")  # <- violated: assert_tag_eq
     al.store(c.tile(BM, BN)[pm, pn], acc.to(c.dtype))

@@ -19,7 +19,7 @@ def moe_align(ids: al.Tensor["SLOTS"], sorted_ids: al.Tensor["CAP"], block_exper
         chunk = al.load(ids.tile(BS)[c], other=-1)
         counts = counts + al.sum(chunk[:, None].eq(al.indices((BS, BE))[1]).to(al.i32), 0)
     padded = (counts + (BM - 1)) // BM * BM  # each expert's rows, rounded up to whole blocks
-    base = al.sum(al.where(j <= ex, padded, 0), 0)  # where this expert's first block starts
+    base = al.sum(al.where(j <= ex, padded, 0), 0)  # where this expert's first block starts  # root cause: j < ex
     mine_n = al.sum(al.where(j.eq(ex), counts, 0), 0)
     mine_p = al.sum(al.where(j.eq(ex), padded, 0), 0)
     run = al.zeros((1,), al.i32)

@@ -26,7 +26,7 @@ def moe_align(ids: al.Tensor["SLOTS"], sorted_ids: al.Tensor["CAP"], block_exper
     for c2 in al.range(al.cdiv(ids.shape[0], BS)):
         chunk2 = al.load(ids.tile(BS)[c2], other=-1)
         mine = chunk2.eq(ex).to(al.i32)
-        pos = base + run + al.cumsum(mine, 0)
+        pos = base + run + al.cumsum(mine, 0)  # root cause: needs - 1
         slot = al.zeros((BS,), al.i32) + (c2 * BS + i)
         al.store(sorted_ids.rows(pos), slot, mask=lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM).ne(0))
         run = run + al.sum(mine, 0)[None]

@@ -13,7 +13,7 @@ def moe_combine(y: al.Tensor["K", "T", "H"], out: al.Tensor["T", "H"],
                 BT: al.constexpr, BH: al.constexpr):
     pt, ph = al.program_ids((al.cdiv(out.shape[0], BT), al.cdiv(out.shape[1], BH)))
     acc = al.zeros((BT, BH), al.f32)
-    for s in al.range(y.shape[0] - 1):
+    for s in al.range(y.shape[0] - 1):  # root cause
         acc = acc + al.summand(al.load(y[s].tile(BT, BH)[pt, ph]), 0).to(al.f32)  # a sum over slots s
     al.store(out.tile(BT, BH)[pt, ph], acc.to(out.dtype))  # <- violated: contraction_gap
 

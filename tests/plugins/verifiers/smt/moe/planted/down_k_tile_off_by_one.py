@@ -18,7 +18,7 @@ def moe_down(h1: al.Tensor["SLOTS", "I"], w2: al.Tensor["E", "H", "I"], sorted_i
     slots = routing_contract(al.load(sorted_ids.tile(BM)[pb], other=-1), sorted_ids, block_expert, h1.shape[0], w2.shape[0], BM)
     acc = al.zeros((BM, BN), al.f32)
     for k in al.range(al.cdiv(h1.shape[1], BK)):
-        a = al.expect(al.load(h1.rows(slots).tile(BK)[k + 1], mask=slots >= 0), own_expert(slots, block_expert, pb))
+        a = al.expect(al.load(h1.rows(slots).tile(BK)[k + 1], mask=slots >= 0), own_expert(slots, block_expert, pb))  # root cause
         w = al.expect(al.load(al.permute(w2[ex].tile(BN, BK)[pn, k], (1, 0)), mask=ex >= 0), expert_is(block_expert, pb), arity=3)
         acc = al.dot(a, w, acc)  # <- violated: dot_contract
     wt = al.load(wts.rows(slots), mask=slots >= 0)  # each slot's own routing weight

@@ -22,7 +22,7 @@ def moe_up(x: al.Tensor["T", "H"], w1: al.Tensor["E", "TWO", "I", "H"], sorted_i
     up = al.zeros((BM, BN), al.f32)
     for k in al.range(al.cdiv(x.shape[1], BK)):
         xt = al.expect(al.load(x.rows(tok).tile(BK)[k], mask=slots >= 0), own_expert(slots, block_expert, pb))
-        wg = al.expect(al.load(al.permute(w1[ex, 1].tile(BN, BK)[pn, k], (1, 0)), mask=ex >= 0), expert_is(block_expert, pb), arity=4)
+        wg = al.expect(al.load(al.permute(w1[ex, 1].tile(BN, BK)[pn, k], (1, 0)), mask=ex >= 0), expert_is(block_expert, pb), arity=4)  # root cause: the gate half is w1[e, 0]
         wu = al.expect(al.load(al.permute(w1[ex, 0].tile(BN, BK)[pn, k], (1, 0)), mask=ex >= 0), expert_is(block_expert, pb), arity=4)
         gate = al.dot(xt, wg, gate)
         up = al.dot(xt, wu, up)

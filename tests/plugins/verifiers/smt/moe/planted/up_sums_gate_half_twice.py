@@ -25,7 +25,7 @@ def moe_up(x: al.Tensor["T", "H"], w1: al.Tensor["E", "TWO", "I", "H"], sorted_i
         wg = al.expect(al.load(al.permute(w1[ex, 0].tile(BN, BK)[pn, k], (1, 0)), mask=ex >= 0), expert_is(block_expert, pb), arity=4)
         wu = al.expect(al.load(al.permute(w1[ex, 1].tile(BN, BK)[pn, k], (1, 0)), mask=ex >= 0), expert_is(block_expert, pb), arity=4)
         gate = al.dot(xt, wg, gate)
-        up = al.dot(xt, wg, up)
+        up = al.dot(xt, wg, up)  # root cause: wu
     al.assert_tag(lambda e, half: half.eq(0), gate, name="coord.rhs", arity=2)  # gate: w1[e, 0]
     al.assert_tag(lambda e, half: half.eq(1), up, name="coord.rhs", arity=2)  # <- violated: assert_tag
     act = al.rows_for(gate * al.sigmoid(gate) * up, slots, lambda s: s // topk)  # SiLU(gate) * up; row r is slot slots[r]'s

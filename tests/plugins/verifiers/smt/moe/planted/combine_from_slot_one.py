@@ -1,0 +1,57 @@
+"""Planted MoE bug (moe_combine): the combine starts at slot 1: every token's first slot is never summed."""
+
+# ruff: noqa: F821
+# kept line for line like kernel.py (counterexamples cite lines): not formatted
+# fmt: off
+from argus_plugins.dsl.tile import lang as al
+
+KERNEL = "moe_combine"
+
+
+@al.kernel
+def moe_combine(y: al.Tensor["K", "T", "H"], out: al.Tensor["T", "H"],
+                BT: al.constexpr, BH: al.constexpr):
+    pt, ph = al.program_ids((al.cdiv(out.shape[0], BT), al.cdiv(out.shape[1], BH)))
+    acc = al.zeros((BT, BH), al.f32)
+    for s in al.range(1, y.shape[0]):  # root cause
+        acc = acc + al.summand(al.load(y[s].tile(BT, BH)[pt, ph]), 0).to(al.f32)  # a sum over slots s
+    al.store(out.tile(BT, BH)[pt, ph], acc.to(out.dtype))  # <- violated: contraction_start
+
+
+# --- ghost code: contracts and assertions for the verifier, erased by the lowering ------
+
+
+def routing_contract(slots, sorted_ids, block_expert, n_slots, experts, BM, *requires):
+    """Ghost: assume what moe_align establishes (`routing.check_alignment`) and the shape
+    preconditions `requires`; return `slots` (the loaded block of `sorted_ids`), so the
+    contract is stated inline and the lowering, line for line, does not change.
+
+    Row r of `sorted_ids` is the sentinel `n_slots` (padding) or a slot s < n_slots routed
+    (`ids[s]`, moe_route's output) to its block's expert, at the one row `row_of[s]` that
+    holds s; every routed expert is in [0, experts); a block's expert is -1 (unused, so
+    every row of it is padding) or in [0, experts); one block_expert entry per block."""
+    al.requires(block_expert.shape[0].eq(al.cdiv(sorted_ids.shape[0], BM)))
+    for pred in requires:
+        al.requires(pred)
+
+    def row(r):
+        s = al.read(sorted_ids, r)
+        routed = al.read("ids", s).eq(al.read(block_expert, r // BM))
+        return s.eq(n_slots) | ((s >= 0) & (s < n_slots) & routed & al.read("row_of", s).eq(r))
+
+    al.contract(row, sorted_ids.shape[0], name="rows")
+    al.contract(lambda s: (al.read("ids", s) >= 0) & (al.read("ids", s) < experts), n_slots, name="experts")
+    al.contract(lambda b: (al.read(block_expert, b) >= -1) & (al.read(block_expert, b) < experts),
+                block_expert.shape[0], name="blocks")
+    return slots
+
+
+def own_expert(slots, block_expert, pb):
+    """Ghost assertion: the slot of every real row r of this block is routed to the block's
+    expert (so the token gathered into row r belongs to that expert)."""
+    return lambda *_: al.read("ids", al.at(slots)).eq(al.read(block_expert, pb))
+
+
+def expert_is(block_expert, pb):
+    """Ghost assertion: a weight tile's expert coordinate is block pb's expert."""
+    return lambda e, *_: e.eq(al.read(block_expert, pb))

@@ -1,0 +1,25 @@
+"""Planted bug: the K loop run backwards stops one iteration early: tile 0 is never summed."""
+
+# ruff: noqa: F821
+from argus_plugins.dsl.tile import lang as al
+
+
+@al.kernel
+def gemm(
+    a: al.Tensor["M", "K"],
+    b: al.Tensor["K", "N"],
+    c: al.Tensor["M", "N"],
+    BM: al.constexpr,
+    BN: al.constexpr,
+    BK: al.constexpr,
+    GROUP: al.constexpr,
+):
+    pm, pn = al.program_ids(al.cdiv(c.shape, (BM, BN)), order=al.grouped(GROUP))
+    acc = al.zeros((BM, BN), al.f32)
+    n = al.cdiv(a.shape[1], BK)
+    for r in al.range(n - 1):  # root cause
+        k = n - 1 - r
+        x = al.load(a.tile(BM, BK)[pm, k])
+        y = al.load(b.tile(BK, BN)[k, pn])
+        acc = al.dot(x, y, acc)
+    al.store(c.tile(BM, BN)[pm, pn], acc.to(c.dtype))  # <- violated: contraction_start
