@@ -82,6 +82,24 @@ def run(argv: list[str] | None = None) -> tuple[int, dict[str, Any]]:
     ap.add_argument(
         "--backend", default="mi300x", help="the target's backend plugin (default: mi300x)"
     )
+    ap.add_argument(
+        "--synthesize",
+        action="store_true",
+        help="also prove the invariants synthesized from the family's reference "
+        "(docs/invariants.md); the status is then theirs too",
+    )
+    ap.add_argument(
+        "--explain",
+        action="store_true",
+        help="print the strength report: which parts of the data flow are pinned by "
+        "hand-written, implied or synthesized assertions (implies --synthesize)",
+    )
+    ap.add_argument(
+        "--family",
+        default=None,
+        help="the kernel family whose reference spec to synthesize from (default: the "
+        "first registered family with a spec for the kernel)",
+    )
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     path = pathlib.Path(args.path)
@@ -128,11 +146,51 @@ def run(argv: list[str] | None = None) -> tuple[int, dict[str, Any]]:
             assertions=report.assertions,
             policy=tiles,
         )
+        if args.synthesize or args.explain:
+            result.update(_synthesized(args, ir, name, policy, verifier, options, backend))
     except (ArgusError, ValueError, OSError) as exc:
         result.update(status="unknown", error=str(exc))
         print(f"error: {exc}", file=sys.stderr)
     result["seconds"] = round(time.perf_counter() - t0, 4)
     return EXIT[result["status"]], result
+
+
+def _synthesized(args, ir, name, policy, verifier, options, backend) -> dict[str, Any]:
+    """Synthesize the family's reference spec onto the kernel with its hand-written tags
+    deleted, prove it, and (with --explain) print the strength report to stderr."""
+    from argus_core.spec import synthesis
+
+    registry = Registry(default_plugin_manager())
+    fams = [args.family] if args.family else registry.names("kernel")
+    modes: list = []
+    for fam in fams:
+        modes = registry.get("kernel", fam).reference_specs(name)
+        if modes:
+            break
+    out: dict[str, Any] = {}
+    syn = None
+    if modes:
+        t = time.perf_counter()
+        rep = synthesis.check_modes(verifier, ir, policy, modes, backend.spec, options)
+        values, spec = synthesis.kernel_modes(ir, modes)[0]
+        syn = synthesis.synthesize(synthesis.with_scalars(ir, values) if values else ir, spec)
+        out["synthesized"] = {
+            "status": rep.status,
+            "assertions": rep.synthesized,
+            "pinned": rep.pinned,
+            "counterexamples": rep.counterexamples,
+            "synth_seconds": round(rep.synth_seconds, 4),
+            "seconds": round(time.perf_counter() - t, 4),
+        }
+        if rep.status == "violated":
+            out.update(status="violated", summary=rep.summary)
+    elif args.family:
+        raise ValueError(f"family {args.family!r} has no reference spec for kernel {name!r}")
+    if args.explain:
+        strength = synthesis.strength_report(ir, syn)
+        out["explain"] = strength
+        print(synthesis.strength_text(strength), file=sys.stderr)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

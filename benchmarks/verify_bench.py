@@ -6,6 +6,11 @@ Prints one table last: kernel, tiles, warps, status, assertions, z3 queries, med
 seconds and median CPU seconds of this process (on a shared machine the wall time includes
 waiting for a core; the CPU time is what one verification costs). The proof cache is not
 used: every row is a verification from scratch. Target: every row < 1 s.
+Columns `synth s` and `+synth s` (issue #19, docs/invariants.md): for kernels whose family
+derives a spec from its reference (`reference_specs`), the median CPU seconds of
+synthesizing the spec's invariants onto the IR (every mode; the spec itself is derived once
+per family and cached), and of verifying the kernel with them (every mode: attention's two
+mask modes are two verifications); `-` where there is none.
 """
 
 from __future__ import annotations
@@ -16,10 +21,11 @@ import statistics
 import time
 
 from argus_core.plugin_manager import Registry, default_plugin_manager
+from argus_core.spec import synthesis
 from argus_core.target import TargetSpec
 from argus_core.types import Policy
 from argus_plugins.dsl.tile.frontend import TileFrontend
-from argus_plugins.verifiers.smt import analyse
+from argus_plugins.verifiers.smt import SmtVerifier, analyse
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GEMM = ROOT / "plugins" / "kernels" / "gemm" / "kernel.py"
@@ -37,6 +43,7 @@ def measure(
     target: TargetSpec,
     entry: str = "gemm",
     keys: tuple[str, ...] = ("BM", "BN", "BK"),
+    modes: list | None = None,
 ) -> dict:
     """Median wall time of parse-free verification (the IR is traced once)."""
     ir = TileFrontend().parse(path.read_text(), entry, str(path))
@@ -52,7 +59,18 @@ def measure(
         if any(f.status == "violated" for f in findings)
         else ("unknown" if any(f.status == "unknown" for f in findings) else "verified")
     )
+    syn_t, tot_t = [], []
+    for _ in range(repeat if modes else 0):  # CPU seconds, like the `cpu s` column
+        t0 = time.process_time()
+        for values, spec in synthesis.kernel_modes(ir, modes):
+            synthesis.synthesize(synthesis.with_scalars(ir, values) if values else ir, spec)
+        syn_t.append(time.process_time() - t0)
+        t0 = time.process_time()
+        synthesis.check_modes(SmtVerifier(), ir, pol, modes, target, {"cache": False})
+        tot_t.append(time.process_time() - t0)
     return {
+        "synth": statistics.median(syn_t) if syn_t else None,
+        "with_synth": statistics.median(tot_t) if tot_t else None,
         "kernel": entry if path.stem == "kernel" else path.stem,
         "tiles": (
             " ".join(f"{k}{tiles[k]}" for k in keys if k in pol.tiles)
@@ -73,13 +91,21 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--backend", default="mi300x", help="verify for this backend's target")
     args = ap.parse_args()
-    target = Registry(default_plugin_manager()).get("backend", args.backend).spec
+    registry = Registry(default_plugin_manager())
+    target = registry.get("backend", args.backend).spec
+    gemm_spec = registry.get("kernel", "gemm").reference_specs("gemm")
+    attention_spec = registry.get("kernel", "attention").reference_specs("attention")
     rows = []
     for t in (16, 32, 64, 128, 256):
         for w in (4, 8) if t >= 64 else (4,):
             rows.append(
                 measure(
-                    GEMM, {"BM": t, "BN": t, "BK": min(t, 64), "GROUP": 8}, w, args.repeat, target
+                    GEMM,
+                    {"BM": t, "BN": t, "BK": min(t, 64), "GROUP": 8},
+                    w,
+                    args.repeat,
+                    target,
+                    modes=gemm_spec,
                 )
             )
     for path in sorted(CORRECT.glob("*.py")):
@@ -90,13 +116,16 @@ def main() -> None:
                 4,
                 args.repeat,
                 target,
+                modes=gemm_spec,
             )
         )
     for bm, bn, d in ((64, 32, 64), (64, 32, 128), (128, 64, 128)):
         for w in (4, 8):
             tiles = {"BM": bm, "BN": bn, "HEAD_D": d}
             keys = ("BM", "BN", "HEAD_D")
-            rows.append(measure(ATTENTION, tiles, w, args.repeat, target, "attention", keys))
+            rows.append(
+                measure(ATTENTION, tiles, w, args.repeat, target, "attention", keys, attention_spec)
+            )
     for moe_tiles in (
         {"BM": 16, "BN": 32, "BK": 32, "BS": 256, "BE": 128, "BT": 32, "BH": 64},
         {"BM": 128, "BN": 128, "BK": 64, "BS": 256, "BE": 128, "BT": 64, "BH": 128},
@@ -104,14 +133,19 @@ def main() -> None:
         for entry in MOE_KERNELS:
             keys = ("BM", "BN", "BK", "BS", "BE", "BT", "BH")
             rows.append(measure(MOE, moe_tiles, 4, args.repeat, target, entry, keys))
-    head = f"{'kernel':24} {'tiles':>18} {'warps':>5} {'status':>9} {'asserts':>7} {'queries':>7} {'seconds':>8} {'cpu s':>6}"
+    head = f"{'kernel':24} {'tiles':>18} {'warps':>5} {'status':>9} {'asserts':>7} {'queries':>7} {'seconds':>8} {'cpu s':>6} {'synth s':>7} {'+synth s':>8}"
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
             f"{r['kernel']:24} {r['tiles']:>18} {r['warps']:>5} {r['status']:>9} {r['assertions']:>7} "
-            f"{r['queries']:>7} {r['seconds']:>8.3f} {r['cpu']:>6.3f}"
+            f"{r['queries']:>7} {r['seconds']:>8.3f} {r['cpu']:>6.3f} "
+            f"{_s(r['synth']):>7} {_s(r['with_synth']):>8}"
         )
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 if __name__ == "__main__":

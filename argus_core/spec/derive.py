@@ -1,0 +1,698 @@
+"""Derive a `Spec` from a torch.fx graph, node by node.
+
+Each node gets a *dependence*: the reads (input tensor, index over the node's own output
+coordinates `o0..` and bound variables) that one of its elements depends on, and its shape
+(symbolic: input dims are symbols, a dim of size 1 stays the literal 1 so broadcasting is
+visible). A node's dependence is its operands' dependences with their coordinates replaced
+by the index the node reads them at: `a + b` reads both at o, `a @ b` reads a at (o0, k) and
+b at (k, o1) with k contracted, `x.sum(-1)` reads x at (o0, r) with r reduced, `softmax`
+reads the row (r reduced) and the element itself, `repeat_interleave(G, dim=1)` reads
+o1 // G. An op without a rule raises `CannotDerive` naming it and the supported ops.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from argus_core.errors import ConfigError
+from argus_core.ir.expr import BoolOp, Const, Expr, IntLike, Sym, as_expr, land, lnot
+from argus_core.spec.model import Bound, OutputSpec, Read, Spec, out_sym
+
+
+class CannotDerive(ConfigError):
+    """The graph has an op the specification rules do not cover."""
+
+    stage = "spec"
+
+
+# ops that read their tensor operands at the output element (with broadcasting)
+POINTWISE = {
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "truediv",
+    "true_divide",
+    "neg",
+    "abs",
+    "relu",
+    "relu6",
+    "sigmoid",
+    "tanh",
+    "exp",
+    "exp2",
+    "log",
+    "log2",
+    "log1p",
+    "expm1",
+    "sqrt",
+    "rsqrt",
+    "gelu",
+    "silu",
+    "elu",
+    "selu",
+    "leaky_relu",
+    "hardtanh",
+    "hardsigmoid",
+    "hardswish",
+    "softplus",
+    "softsign",
+    "mish",
+    "clamp",
+    "clip",
+    "pow",
+    "maximum",
+    "minimum",
+    "where",
+    "sin",
+    "cos",
+    "erf",
+    "reciprocal",
+    "square",
+    "sign",
+    "floor",
+    "ceil",
+    "round",
+    "float",
+    "half",
+    "bfloat16",
+    "to",
+    "type",
+    "contiguous",
+    "clone",
+    "masked_fill",
+    "mul_",
+    "add_",
+    "dropout",
+    "identity",
+    "logsigmoid",
+    "floordiv",
+    "mod",
+    "celu",
+    "tanhshrink",
+    "hardshrink",
+    "softshrink",
+    "threshold",
+    "gt",
+    "lt",
+    "ge",
+    "le",
+    "eq",
+    "detach",
+}
+REDUCTIONS = {
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "max",
+    "min",
+    "logsumexp",
+    "norm",
+    "prod",
+    "var",
+    "std",
+    "argmin",
+    "argmax",
+}
+ROW_OPS = {"softmax", "log_softmax"}
+MATMULS = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention"}
+LAYOUT = {
+    "transpose",
+    "permute",
+    "t",
+    "unsqueeze",
+    "expand",
+    "repeat_interleave",
+    "view",
+    "reshape",
+}
+SUPPORTED = sorted(POINTWISE | REDUCTIONS | ROW_OPS | MATMULS | LAYOUT)
+
+_OPERATORS = {
+    operator.add: "add",
+    operator.sub: "sub",
+    operator.mul: "mul",
+    operator.truediv: "div",
+    operator.neg: "neg",
+    operator.matmul: "matmul",
+    operator.floordiv: "floordiv",
+    operator.mod: "mod",
+    operator.pow: "pow",
+    operator.gt: "gt",
+    operator.lt: "lt",
+    operator.ge: "ge",
+    operator.le: "le",
+    operator.eq: "eq",
+}
+_MODULES = {
+    "Linear": "linear",
+    "ReLU": "relu",
+    "Sigmoid": "sigmoid",
+    "Tanh": "tanh",
+    "GELU": "gelu",
+    "SiLU": "silu",
+    "Softmax": "softmax",
+    "LogSoftmax": "log_softmax",
+    "Identity": "identity",
+    "Dropout": "dropout",
+    "ELU": "elu",
+    "LeakyReLU": "leaky_relu",
+    "Hardtanh": "hardtanh",
+    "Softplus": "softplus",
+    "Mish": "mish",
+    "Hardswish": "hardswish",
+    "Hardsigmoid": "hardsigmoid",
+}
+
+
+class _Dep:
+    """A node's dependence: reads over its coordinates o0..o{rank-1}, and its shape."""
+
+    def __init__(self, reads: list[Read], shape: tuple[IntLike, ...], pred: Expr | None = None):
+        self.reads, self.shape = reads, shape
+        self.pred = pred  # a boolean mask made in the graph (ones().tril()): true where it is
+
+    def at(self, index: Sequence[IntLike], guard: Expr | None = None) -> list[Read]:
+        """The reads of the element at `index` (expressions over the caller's coordinates),
+        each only where `guard` (over the caller's coordinates) also holds."""
+        m = {out_sym(d): e for d, e in enumerate(index)}
+        out = []
+        for r in self.reads:
+            g = r.guard.subs(m) if r.guard is not None else None
+            g = (
+                land(g, guard)
+                if g is not None and guard is not None
+                else (g if g is not None else guard)
+            )
+            out.append(Read(r.tensor, tuple(_subs(e, m) for e in r.index), guard_of(g)))
+        return out
+
+    def pred_at(self, index: Sequence[IntLike]) -> Expr | None:
+        if self.pred is None:
+            return None
+        return self.pred.subs({out_sym(d): e for d, e in enumerate(index)})
+
+
+def guard_of(g: Any) -> Expr | None:
+    """None for a guard that always holds (a mask of ones)."""
+    if g is None or isinstance(g, bool | int) or isinstance(g, Const):
+        if g is None or (g.value if isinstance(g, Const) else g):
+            return None
+        return as_expr(g)
+    return g
+
+
+def _subs(e: IntLike, m: dict[Sym, IntLike]) -> IntLike:
+    return e.subs(m) if isinstance(e, Expr) else e
+
+
+def _dedup(reads: list[Read]) -> list[Read]:
+    seen: dict[str, Read] = {}
+    for r in reads:
+        seen.setdefault(r.key(), r)
+    return list(seen.values())
+
+
+def _kind(node: Any) -> str:
+    """The op name of an fx node (`call_function` target, method name, module class)."""
+    if node.op == "call_function":
+        t = node.target
+        if t in _OPERATORS:
+            return _OPERATORS[t]
+        return getattr(t, "__name__", str(t)).split(".")[-1]
+    if node.op == "call_method":
+        return str(node.target)
+    if node.op == "call_module":
+        mod = node.graph.owning_module.get_submodule(node.target)
+        return _MODULES.get(type(mod).__name__, type(mod).__name__)
+    return node.op
+
+
+def _dim(d: Any, rank: int, kind: str) -> int:
+    if not isinstance(d, int):
+        raise CannotDerive(f"{kind}: dim {d!r} is not a single int")
+    return d % rank
+
+
+def spec_of_graph(
+    gm: Any,
+    inputs: Sequence[str] | None = None,
+    outputs: Sequence[str] | None = None,
+    dims: dict[str, Sequence[IntLike]] | None = None,
+) -> Spec:
+    """The specification of fx graph `gm` (shape-propagated: `meta["tensor_meta"]`).
+    `inputs` renames the placeholders in order (default: their names), `outputs` names the
+    outputs (default `out0`, ...), `dims` gives an input's dim symbols (default `<name>_<d>`;
+    a dim of concrete size 1 is the literal 1 unless `dims` names it)."""
+    ph = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    names = list(inputs) if inputs is not None else [n.name for n in ph]
+    if len(names) != len(ph):
+        raise CannotDerive(f"{len(names)} input names {names} for {len(ph)} placeholders")
+    dims = dict(dims or {})
+    deps: dict[Any, _Dep] = {}
+    ints: dict[Any, IntLike] = {}
+    bounds: dict[Sym, Bound] = {}
+    fresh = itertools.count()
+    all_dims: dict[str, tuple[IntLike, ...]] = {}
+
+    def leaf(node: Any, name: str) -> _Dep:
+        shape = tuple(node.meta["tensor_meta"].shape)
+        given = dims.get(name)
+        sym = tuple(
+            given[d] if given is not None else (1 if s == 1 else Sym(f"{name}_{d}", "shape"))
+            for d, s in enumerate(shape)
+        )
+        all_dims[name] = sym
+        return _Dep([Read(name, tuple(out_sym(d) for d in range(len(shape))))], sym)
+
+    def bound(kind: str, extent: IntLike, op: str) -> Sym:
+        s = Sym(f"{'k' if kind == 'contract' else 'r'}{next(fresh)}", "spec")
+        bounds[s] = Bound(s, kind, extent, op)
+        return s
+
+    for node, name in zip(ph, names):
+        deps[node] = leaf(node, name)
+    result: list[Any] = []
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            continue
+        if node.op == "get_attr":
+            deps[node] = leaf(node, str(node.target))
+            continue
+        if node.op == "output":
+            out = node.args[0]
+            result = list(out) if isinstance(out, tuple | list) else [out]
+            continue
+        if "tensor_meta" not in node.meta and not _tuple_reduction(node):
+            ints[node] = _int_rule(node, deps, ints)
+            continue
+        deps[node] = _rule(node, deps, bound, gm, ints)
+    onames = list(outputs) if outputs is not None else [f"out{i}" for i in range(len(result))]
+    if len(onames) != len(result):
+        raise CannotDerive(f"{len(onames)} output names {onames} for {len(result)} outputs")
+    specs = {}
+    for oname, node in zip(onames, result):
+        d = deps[node]
+        used = set()
+        for r in d.reads:
+            used |= r.bound_syms(bounds)
+        specs[oname] = OutputSpec(oname, d.shape, _dedup(d.reads), {s: bounds[s] for s in used})
+    return Spec(specs, all_dims)
+
+
+def _broadcast(shapes: list[tuple[IntLike, ...]]) -> tuple[IntLike, ...]:
+    rank = max(len(s) for s in shapes)
+    out: list[IntLike] = []
+    for d in range(rank):
+        got: IntLike = 1
+        for s in shapes:
+            k = d - (rank - len(s))
+            if k >= 0 and not (isinstance(s[k], int) and s[k] == 1):
+                got = s[k]
+        out.append(got)
+    return tuple(out)
+
+
+_INT_OPS = {
+    operator.add: lambda a, b: a + b,
+    operator.sub: lambda a, b: a - b,
+    operator.mul: lambda a, b: a * b,
+    operator.floordiv: lambda a, b: a // b,
+    operator.neg: lambda a: -a,
+}
+
+
+def _int_rule(node: Any, deps: dict[Any, _Dep], ints: dict[Any, IntLike]) -> Any:
+    """An integer computed from shapes (`q.size(2)`, `k.shape[2] - q.shape[2]`), symbolic."""
+
+    def val(a: Any) -> Any:
+        if a in ints:
+            return ints[a]
+        if isinstance(a, int | float | bool | str) or a is None:
+            return a
+        raise CannotDerive(f"{node.name}: {a} is not an integer of the shapes")
+
+    if node.op == "call_method" and node.target == "size" and node.args[0] in deps:
+        shape = deps[node.args[0]].shape
+        if len(node.args) > 1:
+            return shape[_dim(node.args[1], len(shape), "size")]
+        return tuple(shape)
+    if node.op == "call_function" and getattr(node.target, "__name__", "") == "getattr":
+        obj, attr = node.args
+        if obj in deps and attr == "shape":
+            return tuple(deps[obj].shape)
+        if obj in deps and attr in ("device", "dtype"):
+            return None
+    if node.op == "call_function" and node.target is operator.getitem and node.args[0] in ints:
+        return ints[node.args[0]][node.args[1]]
+    if node.op == "call_function" and node.target in _INT_OPS:
+        return _INT_OPS[node.target](*[val(a) for a in node.args])
+    raise CannotDerive(
+        f"{node.name} ({_kind(node)}): not a tensor and not an integer of the shapes"
+    )
+
+
+def _ival(a: Any, ints: dict[Any, IntLike]) -> Any:
+    return ints.get(a, a) if not isinstance(a, list | tuple) else type(a)(_ival(x, ints) for x in a)
+
+
+MASK_MAKERS = {"ones", "ones_like", "tril", "triu", "invert", "logical_not", "bitwise_not"}
+
+
+def _rule(
+    node: Any, deps: dict[Any, _Dep], bound: Callable[..., Sym], gm: Any, ints: dict[Any, IntLike]
+) -> _Dep:
+    kind = _kind(node)
+    args = [_ival(a, ints) for a in node.args]
+    kwargs = {k: _ival(v, ints) for k, v in node.kwargs.items()}
+    if kind in MASK_MAKERS:
+        return _mask(node, kind, args, kwargs, deps)
+    if node.op == "call_module":
+        mod = gm.get_submodule(node.target)
+        if kind == "linear":
+            x = deps[args[0]]
+            return _linear(
+                x, _param(gm, node, "weight", deps), _param(gm, node, "bias", deps), bound
+            )
+        if kind in ("softmax", "log_softmax"):
+            return _row(deps[args[0]], mod.dim if mod.dim is not None else -1, kind, bound)
+        if kind in ("GroupNorm", "BatchNorm1d", "BatchNorm2d", "LayerNorm"):
+            return _norm(node, kind, mod, deps[args[0]], gm, deps, bound)
+    o = [out_sym(d) for d in range(8)]
+    if kind in ("masked_fill", "where") and args[0 if kind == "where" else 1] in deps:
+        m = deps[args[0 if kind == "where" else 1]]
+        if m.pred is not None:
+            x = deps[args[1] if kind == "where" else args[0]]
+            shape = _broadcast([x.shape, m.shape])
+            idx = lambda s: [0 if _one(s[k]) else o[k + len(shape) - len(s)] for k in range(len(s))]  # noqa: E731
+            keep = m.pred_at(idx(m.shape))
+            keep = keep if kind == "where" else _neg(keep)
+            reads = x.at(idx(x.shape), keep)
+            if kind == "where" and len(args) > 2 and args[2] in deps:
+                y = deps[args[2]]
+                reads += y.at(idx(y.shape), _neg(m.pred_at(idx(m.shape))))
+                shape = _broadcast([shape, y.shape])
+            return _Dep(reads, shape)
+    if kind in POINTWISE or (
+        node.op == "call_module" and kind in _MODULES.values() and kind not in ("linear",)
+    ):
+        ops = [a for a in list(args) + list(kwargs.values()) if a in deps]
+        if not ops:
+            raise CannotDerive(f"{node.name} ({kind}) has no tensor operand")
+        shape = _broadcast([deps[a].shape for a in ops])
+        reads: list[Read] = []
+        for a in ops:
+            s = deps[a].shape
+            off = len(shape) - len(s)
+            idx = [
+                0 if (isinstance(s[k], int) and s[k] == 1) else o[k + off] for k in range(len(s))
+            ]
+            reads += deps[a].at(idx)
+        return _Dep(reads, shape)
+    if kind in ("matmul", "mm", "bmm"):
+        a, b = deps[args[0]], deps[args[1]]
+        if len(a.shape) < 2 or len(b.shape) < 2:
+            raise CannotDerive(f"{node.name} ({kind}): 1-D operands are not supported")
+        batch = _broadcast([a.shape[:-2], b.shape[:-2]]) if len(a.shape) + len(b.shape) > 4 else ()
+        r = len(batch)
+        k = bound("contract", a.shape[-1], node.name)
+        ai = [
+            0 if (isinstance(s, int) and s == 1) else o[d + r - (len(a.shape) - 2)]
+            for d, s in enumerate(a.shape[:-2])
+        ]
+        bi = [
+            0 if (isinstance(s, int) and s == 1) else o[d + r - (len(b.shape) - 2)]
+            for d, s in enumerate(b.shape[:-2])
+        ]
+        reads = a.at(ai + [o[r], k]) + b.at(bi + [k, o[r + 1]])
+        return _Dep(reads, (*batch, a.shape[-2], b.shape[-1]))
+    if kind == "linear":
+        w = deps[args[1]]
+        bias = (
+            deps[args[2]]
+            if len(args) > 2 and args[2] in deps
+            else deps.get(node.kwargs.get("bias"))
+        )
+        return _linear(deps[args[0]], w, bias, bound)
+    if kind == "scaled_dot_product_attention":
+        q, kk, v = (deps[a] for a in args[:3])
+        if len(q.shape) != 4:
+            raise CannotDerive(f"{node.name}: attention needs [B, H, S, D] operands")
+        gqa = bool(kwargs.get("enable_gqa"))
+        hk = o[1] // (q.shape[1] // kk.shape[1]) if gqa else o[1]
+        c = bound("contract", q.shape[3], node.name)
+        j = bound("contract", kk.shape[2], node.name)
+        guard = None
+        mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+        if mask is not None:
+            m = deps.get(mask)
+            if m is None or m.pred is None:
+                raise CannotDerive(
+                    f"{node.name}: attn_mask must be a boolean mask made in the graph (ones().tril())"
+                )
+            full = (o[0], o[1], o[2], j)
+            n = len(m.shape)
+            guard = m.pred_at([0 if _one(m.shape[t]) else full[4 - n + t] for t in range(n)])
+        if kwargs.get("is_causal"):
+            guard = land(guard, j <= o[2]) if guard is not None else (j <= o[2])
+        reads = (
+            q.at([o[0], o[1], o[2], c])
+            + kk.at([o[0], hk, j, c], guard)
+            + v.at([o[0], hk, j, o[3]], guard)
+        )
+        return _Dep(reads, (q.shape[0], q.shape[1], q.shape[2], v.shape[3]))
+    if kind in ("transpose", "t", "permute"):
+        x = deps[args[0]]
+        n = len(x.shape)
+        if kind == "t":
+            perm = [1, 0]
+        elif kind == "transpose":
+            d0, d1 = _dim(args[1], n, kind), _dim(args[2], n, kind)
+            perm = list(range(n))
+            perm[d0], perm[d1] = d1, d0
+        else:
+            perm = [
+                _dim(p, n, kind)
+                for p in (args[1] if isinstance(args[1], tuple | list) else args[1:])
+            ]
+        idx: list[IntLike] = [0] * n
+        for d, p in enumerate(perm):
+            idx[p] = o[d]
+        return _Dep(x.at(idx), tuple(x.shape[p] for p in perm))
+    if kind == "unsqueeze":
+        x = deps[args[0]]
+        d = _dim(args[1], len(x.shape) + 1, kind)
+        idx = [o[i] for i in range(len(x.shape) + 1) if i != d]
+        return _Dep(x.at(idx), (*x.shape[:d], 1, *x.shape[d:]))
+    if kind in ("view", "reshape", "expand"):
+        x = deps[args[0]]
+        want = tuple(node.meta["tensor_meta"].shape)
+        conc = tuple(node.args[0].meta["tensor_meta"].shape)
+        if kind == "expand" and len(want) == len(conc):
+            idx = [0 if c == 1 and w != 1 else o[d] for d, (c, w) in enumerate(zip(conc, want))]
+            shape = tuple(
+                x.shape[d]
+                if not (conc[d] == 1 and want[d] != 1)
+                else Sym(f"{node.name}_{d}", "shape")
+                for d in range(len(want))
+            )
+            return _Dep(x.at(idx), shape)
+        if want == conc:
+            return _Dep(x.at(o[: len(want)]), x.shape)
+        raise CannotDerive(
+            f"{node.name} ({kind}) changes the shape {conc} -> {want}: not supported"
+        )
+    if kind == "repeat_interleave":
+        x = deps[args[0]]
+        reps = args[1]
+        d = _dim(kwargs.get("dim", args[2] if len(args) > 2 else None), len(x.shape), kind)
+        if not isinstance(reps, int | Expr) or reps in deps:
+            raise CannotDerive(f"{node.name}: repeat_interleave by a tensor is not supported")
+        idx = [o[i] // reps if i == d else o[i] for i in range(len(x.shape))]
+        return _Dep(
+            x.at(idx),
+            tuple(x.shape[i] * reps if i == d else x.shape[i] for i in range(len(x.shape))),
+        )
+    if kind in ("min", "max") and len(args) > 1 and args[1] in deps:  # torch.min(x, y)
+        return _pointwise(node, [args[0], args[1]], deps)
+    if kind in REDUCTIONS:
+        x = deps[args[0]]
+        n = len(x.shape)
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        keep = bool(
+            kwargs.get("keepdim", args[2] if len(args) > 2 and isinstance(args[2], bool) else False)
+        )
+        if dim is None:
+            raise CannotDerive(f"{node.name} ({kind}) over every dim is not supported; give dim")
+        dims = [_dim(d, n, kind) for d in (dim if isinstance(dim, tuple | list) else [dim])]
+        rs = {d: bound("reduce", x.shape[d], node.name) for d in dims}
+        idx, shape, j = [], [], 0
+        for d in range(n):
+            if d in rs:
+                idx.append(rs[d])
+                if keep:
+                    shape.append(1)
+                    j += 1
+            else:
+                idx.append(o[j])
+                shape.append(x.shape[d])
+                j += 1
+        return _Dep(x.at(idx), tuple(shape))
+    if kind in ROW_OPS:
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else -1)
+        return _row(deps[args[0]], dim, kind, bound)
+    if kind == "getattr" and args[0] in deps and args[1] in ("T", "mT"):
+        x = deps[args[0]]
+        n = len(x.shape)
+        idx = [o[i] for i in range(n)]
+        idx[-1], idx[-2] = o[n - 2], o[n - 1]
+        return _Dep(x.at(idx), (*x.shape[:-2], x.shape[-1], x.shape[-2]))
+    if kind == "getitem" and args[0] in deps and isinstance(args[1], int):
+        return deps[args[0]]  # (values, indices) of max/min over a dim: both read the same
+    raise CannotDerive(
+        f"{node.name}: op {kind!r} has no specification rule; supported: {', '.join(SUPPORTED)}"
+    )
+
+
+def _tuple_reduction(node: Any) -> bool:
+    """`torch.max(x, dim)`: (values, indices), read by `getitem`."""
+    return _kind(node) in ("max", "min") and (len(node.args) > 1 or "dim" in node.kwargs)
+
+
+def _pointwise(node: Any, operands: list[Any], deps: dict[Any, _Dep]) -> _Dep:
+    ops = [a for a in operands if a in deps]
+    shape = _broadcast([deps[a].shape for a in ops])
+    reads: list[Read] = []
+    for a in ops:
+        s = deps[a].shape
+        off = len(shape) - len(s)
+        reads += deps[a].at([0 if _one(s[k]) else out_sym(k + off) for k in range(len(s))])
+    return _Dep(reads, shape)
+
+
+def _neg(p: Expr) -> Expr:
+    return p.args[0] if isinstance(p, BoolOp) and p.op == "not" else lnot(p)
+
+
+def _one(e: Any) -> bool:
+    return isinstance(e, int) and e == 1
+
+
+def _mask(
+    node: Any, kind: str, args: list[Any], kwargs: dict[str, Any], deps: dict[Any, _Dep]
+) -> _Dep:
+    """A boolean mask made in the graph, as a predicate over its coordinates."""
+    o = [out_sym(d) for d in range(8)]
+    if kind in ("ones", "ones_like"):
+        if kind == "ones_like":
+            shape = deps[args[0]].shape
+        else:
+            shape = (
+                tuple(args[0])
+                if len(args) == 1 and isinstance(args[0], tuple | list)
+                else tuple(args)
+            )
+        return _Dep([], shape, land())
+    x = deps.get(args[0])
+    if x is None or x.pred is None:
+        raise CannotDerive(
+            f"{node.name} ({kind}): only masks made in the graph (ones, tril, triu, ~) are supported"
+        )
+    n = len(x.shape)
+    if kind in ("tril", "triu"):
+        d = kwargs.get("diagonal", args[1] if len(args) > 1 else 0)
+        row, col = o[n - 2], o[n - 1]
+        edge = col <= row + d if kind == "tril" else col >= row + d
+        return _Dep([], x.shape, land(x.pred, edge))
+    return _Dep([], x.shape, _neg(x.pred))
+
+
+def _norm(
+    node: Any,
+    kind: str,
+    mod: Any,
+    x: _Dep,
+    gm: Any,
+    deps: dict[Any, _Dep],
+    bound: Callable[..., Sym],
+) -> _Dep:
+    """Normalization layers: the element, its statistics' set (the channel's group for
+    GroupNorm, the row's last dims for LayerNorm; none for BatchNorm in eval, whose running
+    statistics are parameters) and the per-channel (per-feature) parameters."""
+    n = len(x.shape)
+    o = [out_sym(d) for d in range(n)]
+    reads = x.at(o)
+    chan: list[IntLike]
+    if kind == "GroupNorm":
+        per = (
+            x.shape[1] // mod.num_groups
+            if isinstance(x.shape[1], Expr)
+            else x.shape[1] // mod.num_groups
+        )
+        r = bound("reduce", per, node.name)
+        rest = [bound("reduce", x.shape[d], node.name) for d in range(2, n)]
+        reads += x.at([o[0], (o[1] // per) * per + r, *rest])
+        chan = [o[1]]
+    elif kind == "LayerNorm":
+        k = len(mod.normalized_shape)
+        rs = [bound("reduce", x.shape[d], node.name) for d in range(n - k, n)]
+        reads += x.at([*o[: n - k], *rs])
+        chan = o[n - k :]
+    else:
+        if mod.training or not mod.track_running_stats:
+            raise CannotDerive(f"{node.name}: {kind} in training mode is not supported (eval only)")
+        chan = [o[1]]
+        for attr in ("running_mean", "running_var"):
+            p = _param(gm, node, attr, deps)
+            if p is not None:
+                reads += p.at(chan)
+    for attr in ("weight", "bias"):
+        p = _param(gm, node, attr, deps)
+        if p is not None:
+            reads += p.at(chan)
+    return _Dep(reads, x.shape)
+
+
+def _param(gm: Any, node: Any, attr: str, deps: dict[Any, _Dep]) -> _Dep | None:
+    p = getattr(gm.get_submodule(node.target), attr, None)
+    if p is None:
+        return None
+    name = f"{node.target}.{attr}"
+    shape = tuple(1 if s == 1 else Sym(f"{name}_{d}", "shape") for d, s in enumerate(p.shape))
+    return _Dep([Read(name, tuple(out_sym(d) for d in range(len(shape))))], shape)
+
+
+def _linear(x: _Dep, w: _Dep | None, bias: _Dep | None, bound: Callable[..., Sym]) -> _Dep:
+    assert w is not None
+    o = [out_sym(d) for d in range(len(x.shape))]
+    k = bound("contract", x.shape[-1], "linear")
+    reads = x.at(o[:-1] + [k]) + w.at([o[-1], k]) + (bias.at([o[-1]]) if bias is not None else [])
+    return _Dep(reads, (*x.shape[:-1], w.shape[0]))
+
+
+def _row(x: _Dep, dim: Any, kind: str, bound: Callable[..., Sym]) -> _Dep:
+    n = len(x.shape)
+    d = _dim(dim, n, kind)
+    r = bound("reduce", x.shape[d], kind)
+    o = [out_sym(i) for i in range(n)]
+    return _Dep(x.at(o) + x.at([r if i == d else o[i] for i in range(n)]), x.shape)
+
+
+def spec_of_module(
+    build: Callable[[], Any],
+    make_inputs: Callable[[], Sequence[Any]],
+    inputs: Sequence[str] | None = None,
+    outputs: Sequence[str] | None = None,
+    dims: dict[str, Sequence[IntLike]] | None = None,
+    name: str = "module",
+) -> Spec:
+    """`spec_of_graph` of a module captured by the front end (`frontend.capture`, on meta
+    tensors)."""
+    from argus_core.frontend.capture import capture
+
+    gm, _ = capture(build, make_inputs, name)
+    return spec_of_graph(gm, inputs, outputs, dims)

@@ -1,0 +1,865 @@
+"""Invariants written for you: ghost assertions synthesized from a `Spec` onto a kernel's IR.
+
+`synthesize(ir, spec)` walks back from each store of an output the spec describes and gives
+every tile axis its *roles*: which output axis it becomes ("out", d), or which `dot`
+contracts it / which `reduce` or `scan` folds it. Each load of an input then has, per
+coordinate entry, what it walks: an output axis, a contracted/reduced axis, or nothing (a
+per-program entry: a batch, a head, an expert). Against the spec's read of that input:
+
+- an entry the spec gives as an expression of the output coordinates (`o1 // G`, `o0`)
+  becomes a synthesized `tag` + `assert_tag` on the loaded tile: the entry equals that
+  expression at the output element the tile feeds;
+- an entry the spec gives as a bound variable must walk a contracted/reduced axis, and
+  every read sharing the variable must share the kernel's contraction;
+- every read of the spec must be matched by some load (a kernel that never reads `b`, or
+  reads `a` where the reference reads `b`, is flagged);
+- a contracted variable whose reads are guarded (a mask: causal attention's `j <= i + SKV
+  - S`) becomes an `assert_contraction` window on the accumulator, asserted at the output's
+  in-bounds elements: each output element sums exactly the coordinates its mask admits.
+
+The synthesized IR is for the verifier only (the kernel that is lowered is the original:
+synthesized code is ghost code by construction). Structural mismatches need no solver:
+they hold for every output element and are reported symbolically. `check` runs a verifier
+on the kernel with the synthesized assertions and turns a failing one into a counterexample
+naming the output element, the input element it should have read and the one it read.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from argus_core.ir import (
+    Carry,
+    Cast,
+    Dot,
+    Elementwise,
+    ExpandDims,
+    Expr,
+    IntLike,
+    KernelIR,
+    Let,
+    Load,
+    LoadScalar,
+    Loop,
+    Op,
+    ProgramPoint,
+    Reduce,
+    Scan,
+    Store,
+    Sym,
+    land,
+    to_source,
+)
+from argus_core.ir.nodes import Value, elem_axis
+from argus_core.ir.tags import AssertContraction, AssertTag, AssertTagEq, Requires, Tag
+from argus_core.spec.derive import guard_of
+from argus_core.spec.model import OutputSpec, Read, Spec, out_sym
+
+SYNTH_TAG = "synth"
+HAND_WRITTEN = (Tag, AssertTag, AssertTagEq, AssertContraction)
+
+
+def strip_hand_written(ir: KernelIR) -> KernelIR:
+    """A copy of `ir` without its hand-written tags and tag assertions (preconditions,
+    contracts and the implied assertions of loads, dots and stores stay)."""
+
+    def go(ops: list[Op]) -> list[Op]:
+        out = []
+        for op in ops:
+            if isinstance(op, HAND_WRITTEN):
+                continue
+            if isinstance(op, Loop):
+                op = copy.copy(op)
+                object.__setattr__(op, "body", go(op.body))
+            out.append(op)
+        return out
+
+    return _with_ops(ir, go(ir.ops))
+
+
+def _with_ops(ir: KernelIR, ops: list[Op]) -> KernelIR:
+    new = copy.copy(ir)
+    new.ops = ops
+    return new
+
+
+def count_hand_written(ir: KernelIR) -> int:
+    return sum(isinstance(op, HAND_WRITTEN) for op in ir.walk())
+
+
+# ------------------------------------------------------------------------ roles
+
+
+VIA_RHS = ("via", "rhs")
+Role = tuple[str, Any]  # ("out", axis) | ("contract", dot id) | ("reduce", op id) | ("bcast", None)
+
+
+def _producers(ir: KernelIR) -> dict[int, Any]:
+    prod: dict[int, Any] = {}
+    for op in ir.walk():
+        out = getattr(op, "out", None)
+        if out is not None:
+            prod[out.id] = op
+        if isinstance(op, Loop):
+            for c in op.carried:
+                prod[c.result.id] = c
+                prod[c.arg.id] = c
+    return prod
+
+
+def roles_of(ir: KernelIR, store: Store) -> tuple[dict[int, list[set[Role]]], list[Load]]:
+    """Per value feeding `store`, the roles of each of its axes; and the loads it reads."""
+    prod = _producers(ir)
+    roles: dict[int, list[set[Role]]] = {}
+    loads: dict[int, Load] = {}
+    scalars: set[Sym] = set()
+    visited: set[int] = set()
+    stack = [(store.value, [{("out", d)} for d in range(len(store.value.shape))])]
+    while stack:
+        v, rs = stack.pop()
+        cur = roles.setdefault(v.id, [set() for _ in v.shape])
+        grew = False
+        for a, r in enumerate(rs):
+            if not r <= cur[a]:
+                cur[a] |= r
+                grew = True
+        if not grew and v.id in visited:
+            continue
+        visited.add(v.id)
+        op = prod.get(v.id)
+        cur = [set(c) for c in cur]
+        if isinstance(op, Load):
+            loads[v.id] = op
+        elif isinstance(op, Cast):
+            stack.append((op.x, cur))
+        elif isinstance(op, Elementwise):
+            for a in op.args:  # scalars (a `load_scalar`'s symbol) it combines
+                if isinstance(a, Expr) and not isinstance(a, Value):
+                    scalars.update(a.symbols())
+            for a in op.operands():
+                bc = [
+                    {("bcast", None)} if _one(a.shape[d]) and not _one(v.shape[d]) else cur[d]
+                    for d in range(len(a.shape))
+                ]
+                stack.append((a, bc))
+        elif isinstance(op, Dot):
+            cid = ("contract", id(op))
+            stack.append((op.a, [cur[0], {cid}]))
+            # ("via", "rhs") marks what reaches a dot as its b operand: the implied
+            # assertions pin b's rows and columns, not its fixed entries (head, expert)
+            stack.append((op.b, [{cid, VIA_RHS}, cur[1] | {VIA_RHS}]))
+            if op.acc is not None:
+                stack.append((op.acc, cur))
+        elif isinstance(op, Reduce):
+            rr = list(cur)
+            if len(op.x.shape) == len(v.shape) + 1:
+                rr.insert(op.axis, {("reduce", id(op))})
+            else:
+                rr[op.axis] = rr[op.axis] | {("reduce", id(op))}
+            stack.append((op.x, rr))
+        elif isinstance(op, Scan):
+            rr = list(cur)
+            rr[op.axis] = rr[op.axis] | {("reduce", id(op))}
+            stack.append((op.x, rr))
+        elif isinstance(op, ExpandDims):
+            stack.append((op.x, [c for d, c in enumerate(cur) if d != op.axis]))
+        elif isinstance(op, Carry):
+            stack.append((op.init, cur))
+            stack.append((op.yielded, cur))
+    scalar_loads = [op for op in ir.walk() if isinstance(op, LoadScalar) and op.sym in scalars]
+    return roles, list(loads.values()) + scalar_loads  # type: ignore[return-value]
+
+
+def _one(e: IntLike) -> bool:
+    return isinstance(e, int) and e == 1
+
+
+def _bound_roles(r: set[Role]) -> set[Role]:
+    return {x for x in r if x[0] in ("contract", "reduce")}
+
+
+# -------------------------------------------------------------------- synthesis
+
+
+@dataclass
+class Synthesized:
+    """One synthesized assertion: the load of `tensor` feeding `output` reads, per entry,
+    `expected` (over the kernel's program/loop/element symbols)."""
+
+    output: str
+    tensor: str
+    read: Read
+    load: Load
+    store: Store
+    entries: dict[int, IntLike]  # tensor dim -> expected coordinate
+    axis_map: dict[str, str]  # store element symbol -> load element symbol
+    summed: set[int] = field(default_factory=set)  # dims that must walk a summed axis
+    op: AssertTag | None = None
+
+
+@dataclass
+class Mismatch:
+    """A data-flow difference found without a solver (it holds for every element)."""
+
+    output: str
+    expected: str
+    got: str
+    line: int
+    text: str
+
+    def as_counterexample(self, file: str) -> dict[str, Any]:
+        return {
+            "assertion": "synth_dataflow",
+            "message": self.text,
+            "program_point": {"file": file, "line": self.line, "op": "synth"},
+            "output_element": f"{self.output}[every element]",
+            "should_read": self.expected,
+            "reads": self.got,
+            "text": f"synth at {file.rsplit('/', 1)[-1]}:{self.line}: {self.text}",
+        }
+
+
+@dataclass
+class Synthesis:
+    ir: KernelIR  # the kernel with the synthesized ghost ops
+    assertions: list[Synthesized] = field(default_factory=list)
+    mismatches: list[Mismatch] = field(default_factory=list)
+    pinned: list[str] = field(default_factory=list)  # what the synthesized assertions pin
+    windows: list[tuple[str, str]] = field(default_factory=list)  # (output, window)
+    seconds: float = 0.0
+
+
+def _load_desc(load: Load, rs: list[set[Role]], store: Store, names: dict[Role, str]) -> str:
+    """The load's coordinates in the spec's vocabulary: o<d> for an output axis, the
+    contraction's name for a contracted one, else its expression."""
+    parts = []
+    for c in load.view.coords:
+        axes = _axes(c)
+        if len(axes) == 1:
+            r = rs[axes[0]]
+            outs = sorted(x[1] for x in r if x[0] == "out")
+            bound = sorted(names.get(x, "k") for x in _bound_roles(r))
+            parts.append(f"o{outs[0]}" if outs else (bound[0] if bound else to_source(c)))
+        else:
+            parts.append(to_source(c))
+    return f"{load.view.tensor.name}[{', '.join(parts)}]"
+
+
+def _axes(e: IntLike) -> list[int]:
+    if not isinstance(e, Expr):
+        return []
+    return sorted({a for s in e.symbols() if (a := elem_axis(s)) is not None})
+
+
+def _match(
+    load: Load, rs: list[set[Role]], store: Store, read: Read, out: OutputSpec
+) -> tuple[str | None, dict[int, IntLike], dict[str, str], Any]:
+    """(why not, expected entries, store->load element map, (bound var -> kernel roles,
+    the entries that walk a summed axis))."""
+    coords = load.view.coords
+    if len(coords) != len(read.index):
+        return f"{len(coords)} coordinates for a {len(read.index)}-d read", {}, {}, ({}, set())
+    emap: dict[Sym, Sym] = {}
+    for a, r in enumerate(rs):
+        for x in r:
+            if x[0] == "out":
+                emap.setdefault(Sym(f"_i{x[1]}", "elem"), Sym(f"_i{a}", "elem"))
+    expected: dict[int, IntLike] = {}
+    bvars: dict[Sym, set[Role]] = {}
+    summed: set[int] = set()
+    for e, (c, g) in enumerate(zip(coords, read.index)):
+        gs = g.symbols() if isinstance(g, Expr) else set()
+        bs = {s for s in gs if s in out.bounds}
+        axes = _axes(c)
+        if bs:
+            # the entry must walk a summed axis; a bare variable (a matmul's k) must also
+            # pair with the other reads of it (which window of a non-bare one, a group's
+            # members, is summed is left to the correctness check)
+            if not (len(axes) == 1 and _bound_roles(rs[axes[0]])):
+                return f"entry {e} should be summed over ({to_source(g)})", {}, {}, ({}, set())
+            if isinstance(g, Sym):
+                bvars[g] = _bound_roles(rs[axes[0]])
+            summed.add(e)
+            continue
+        m: dict[Sym, IntLike] = {}
+        for s in gs:
+            if not (s.kind == "spec" and s.name[0] == "o"):
+                continue  # a shape symbol
+            d = int(s.name[1:])
+            sc = store.view.coords[d]
+            if isinstance(sc, Expr):
+                for x in sc.symbols():
+                    if elem_axis(x) is not None and x not in emap:
+                        return f"entry {e} should follow output dim {d}", {}, {}, ({}, set())
+                sc = sc.subs(emap)
+            m[out_sym(d)] = sc
+        expected[e] = g.subs(m) if isinstance(g, Expr) else g
+        for a in axes:  # an entry walking an axis must walk the output axis it names
+            if not any(x[0] == "out" for x in rs[a]):
+                return (
+                    f"entry {e} walks a summed axis but should be {to_source(g)}",
+                    {},
+                    {},
+                    ({}, set()),
+                )
+    return None, expected, {k.name: v.name for k, v in emap.items()}, (bvars, summed)
+
+
+def synthesize(
+    ir: KernelIR, spec: Spec, names: dict[str, str | tuple[str, ...]] | None = None
+) -> Synthesis:
+    """Synthesize the spec's assertions onto `ir` (see the module doc). `names` maps a
+    spec tensor name to the kernel's (default: the same name), or to several kernel
+    tensors bound to the one input (the front end binds a parameter used twice twice);
+    shape symbols of the spec's inputs become the kernel's dims of that tensor."""
+    t0 = time.perf_counter()
+    canon: dict[str, str] = {}  # kernel tensor -> the name its reads go by
+    flat: dict[str, str] = {}
+    for k, v in (names if names else spec.names).items():
+        group = (v,) if isinstance(v, str) else tuple(v)
+        flat[k] = group[0]
+        canon.update({g: group[0] for g in group})
+    names = flat
+    kt = {t.name: t for t in ir.tensors}
+    shape_map: dict[Sym, IntLike] = {}
+    for tname, dims in spec.dims.items():
+        t = kt.get(names.get(tname, tname))
+        if t is None:
+            continue
+        for d, s in enumerate(dims):
+            if isinstance(s, Sym) and d < len(t.dims):
+                shape_map[s] = t.dims[d]
+    res = Synthesis(ir)
+    inserts: dict[int, list[Op]] = {}
+    for op in ir.walk():
+        if not isinstance(op, Store):
+            continue
+        sname = op.view.tensor.name
+        out = next((o for o in spec.outputs.values() if names.get(o.name, o.name) == sname), None)
+        if out is None:
+            continue
+        reads = [
+            Read(
+                names.get(r.tensor, r.tensor),
+                tuple(_sub(i, shape_map) for i in r.index),
+                guard_of(_sub(r.guard, shape_map)) if r.guard is not None else None,
+            )
+            for r in out.reads
+        ]
+        if len(op.view.coords) != len(out.shape):
+            raise ValueError(
+                f"{ir.name}: the store at line {op.point.line} writes {sname} as a "
+                f"{len(op.view.coords)}-d view, the reference's output is {len(out.shape)}-d "
+                f"(a reshaped view: give the spec over the same view, `Spec.with_row_views`)"
+            )
+        window = _window(out, reads, shape_map, op, ir)
+        if window is not None:
+            inserts.setdefault(id(window[0]), []).extend(window[1])
+            res.pinned.append(f"{sname}: summed exactly over {to_source(window[1][-1].window)}")
+            res.windows.append((sname, to_source(window[1][-1].window)))
+        rs_all, loads = roles_of(ir, op)
+        matched: set[str] = set()
+        for sl in [x for x in loads if isinstance(x, LoadScalar)]:  # one element, by value
+            name = canon.get(sl.tensor.name, sl.tensor.name)
+            for r in reads:
+                if r.tensor == name and tuple(r.index) == tuple(sl.coords):
+                    matched.add(r.key())
+        loads = [x for x in loads if isinstance(x, Load)]
+        bvar_roles: dict[Sym, list[tuple[set[Role], str, str]]] = {}
+        for ld in loads:
+            rs = rs_all[ld.out.id]
+            tname = canon.get(ld.view.tensor.name, ld.view.tensor.name)
+            cands = [r for r in reads if r.tensor == tname]
+            desc = _load_desc(ld, rs, op, {})
+            if not cands:
+                res.mismatches.append(
+                    Mismatch(
+                        sname,
+                        "no element of " + tname,
+                        desc,
+                        ld.point.line,
+                        f"{sname}[o] does not depend on {tname} in the reference, but the kernel reads {desc} into it",
+                    )
+                )
+                continue
+            ok = []
+            why = ""
+            for r in cands:
+                w, exp, emap, bvs = _match(ld, rs, op, r, out)
+                if w is None:
+                    ok.append((r, exp, emap, bvs))
+                else:
+                    why = why or w
+            if not ok:
+                want = " or ".join(r.text() for r in cands)
+                res.mismatches.append(
+                    Mismatch(
+                        sname,
+                        want,
+                        desc,
+                        ld.point.line,
+                        f"{sname}[{', '.join(f'o{d}' for d in range(len(out.shape)))}] should read {want}, the kernel reads {desc} ({why})",
+                    )
+                )
+                continue
+            preds = []
+            tag_syms = tuple(Sym(f"_synth{d}", "scalar") for d in range(len(ld.view.coords)))
+            for r, exp, emap, (bv, summed) in ok:
+                matched.add(r.key())
+                for b, roles in bv.items():
+                    bvar_roles.setdefault(b, []).append((roles, desc, tname))
+                for e, x in exp.items():
+                    if (
+                        not (isinstance(x, Expr) and x == ld.view.coords[e])
+                        and x != ld.view.coords[e]
+                    ):
+                        preds.append(tag_syms[e].eq(x))
+                syn = Synthesized(
+                    sname,
+                    tname,
+                    r,
+                    ld,
+                    op,
+                    exp,
+                    emap,
+                    summed=summed,
+                )
+                res.assertions.append(syn)
+                res.pinned.append(
+                    f"{sname} <- {r.text()}: "
+                    + ", ".join(f"dim {e} = {to_source(x)}" for e, x in exp.items())
+                    + (f"; {', '.join(b.name for b in bv)} contracted" if bv else "")
+                )
+            pt = ProgramPoint(ld.point.file, ld.point.line, f"synth: {tname} read for {sname}")
+            tname_ = (
+                f"{SYNTH_TAG}.{len(inserts)}.{tname}"  # one name per load: dots pair equal names
+            )
+            tag = Tag(pt, ld.out, tuple(ld.view.coords), tname_)
+            assertion = AssertTag(pt, ld.out, tname_, tag_syms, land(*preds))
+            for s in res.assertions[-len(ok) :]:
+                s.op = assertion
+            if preds:  # else every entry is the load's own coordinate: nothing to prove
+                inserts.setdefault(id(ld), []).extend([tag, assertion])
+        for r in reads:
+            if r.key() not in matched:
+                res.mismatches.append(
+                    Mismatch(
+                        sname,
+                        r.text(),
+                        "nothing",
+                        op.point.line,
+                        f"{sname}[o] should read {r.text()}; no load feeding the store at line {op.point.line} reads it",
+                    )
+                )
+        for b, lst in bvar_roles.items():
+            for roles, desc, tname in lst:
+                for other in {t for _, _, t in lst} - {tname}:
+                    if any(roles & r2 for r2, _, t2 in lst if t2 == other):
+                        continue
+                    res.mismatches.append(
+                        Mismatch(
+                            sname,
+                            f"{desc} paired with {other} over one {b.name}",
+                            "no pairing",
+                            op.point.line,
+                            f"{sname}[o] pairs {tname} and {other} over one index {b.name} in the "
+                            f"reference; the kernel's read {desc} is summed with no read of {other}",
+                        )
+                    )
+
+    # after a synthesized window, later ops read the window's tile instead of the
+    # accumulator (same values and tags; its checks are then the window's, not [0, K)'s)
+    renames: dict[int, Value] = {}
+
+    def go(ops: list[Op]) -> list[Op]:
+        new: list[Op] = []
+        for o in ops:
+            after = inserts.get(id(o), [])
+            if isinstance(o, Loop):
+                o = copy.copy(o)
+                object.__setattr__(o, "body", go(o.body))
+            elif any(v.id in renames for v in o.operands()):
+                o = copy.copy(o)
+                for v in list(o.operands()):
+                    if v.id in renames:
+                        o.replace_operand(v, renames[v.id])
+            new.append(o)
+            new.extend(after)
+            for a in after:
+                if isinstance(a, Elementwise) and a.out.name == "synth_acc":
+                    renames[a.operands()[0].id] = a.out
+        return new
+
+    res.ir = _with_ops(ir, go(ir.ops))
+    res.seconds = time.perf_counter() - t0
+    return res
+
+
+def _summed(store: Store, ir: KernelIR) -> tuple[Any, Op] | None:
+    """The accumulator the stored value is computed from (back through casts and
+    elementwise ops, first tile operand, to a dot or a loop's carried result) and the op
+    after which it is final (the dot, or the loop)."""
+    prod = _producers(ir)
+    loop_of = {c.result.id: op for op in ir.walk() if isinstance(op, Loop) for c in op.carried}
+    v = store.value
+    while True:
+        op = prod.get(v.id)
+        if isinstance(op, Cast):
+            v = op.x
+        elif isinstance(op, Elementwise) and op.operands():
+            v = op.operands()[0]
+        elif isinstance(op, Dot):
+            return v, op
+        elif isinstance(op, Carry) and v.id in loop_of and _adds_dot(op.yielded, prod):
+            return v, loop_of[v.id]
+        else:
+            return None
+
+
+def _adds_dot(v: Any, prod: dict[int, Any], depth: int = 4) -> bool:
+    """Whether `v` is a sum with a dot among its terms (an accumulator's yield)."""
+    op = prod.get(v.id)
+    if isinstance(op, Dot):
+        return True
+    if depth and isinstance(op, Cast):
+        return _adds_dot(op.x, prod, depth - 1)
+    if depth and isinstance(op, Elementwise) and op.fn in ("add", "sub"):
+        return any(_adds_dot(a, prod, depth - 1) for a in op.operands())
+    return False
+
+
+def _window(
+    out: OutputSpec, reads: list[Read], shape_map: dict[Sym, IntLike], store: Store, ir: KernelIR
+) -> tuple[Op, list[Op]] | None:
+    """The contraction window of the store's accumulator: for the one contracted variable
+    whose reads are guarded (a mask), the guard over the output element and the contracted
+    coordinate, below the contraction's extent; checked at the store's in-bounds elements."""
+    found = _summed(store, ir)
+    if found is None:
+        return None
+    acc, final = found
+    for b, bd in out.bounds.items():
+        if bd.kind != "contract":
+            continue
+        guards = {
+            to_source(r.guard): r.guard
+            for r in reads
+            if r.guard is not None and b in r.guard.symbols()
+        }
+        if len(guards) != 1:
+            continue
+        (g,) = guards.values()
+        if any(s in out.bounds and s != b for s in g.symbols()):
+            continue
+        n = len(out.shape)
+        syms = tuple(Sym(f"_tag{d}", "scalar") for d in range(n))
+        c = Sym("_tagc", "scalar")
+        m: dict[Sym, IntLike] = {out_sym(d): syms[d] for d in range(n)}
+        m[b] = c
+        win = land(g.subs(m), c < _sub(bd.extent, shape_map))
+        pt = ProgramPoint(store.point.file, store.point.line, f"synth: window of {out.name}")
+        # asserted only where the store writes: the accumulator plus the output tile as
+        # loaded (valid where in bounds, tagged with the output coordinates)
+        here = Value(tuple(acc.shape), "fp32", "synth_out")
+        mask = store.view.in_bounds if store.mask is None else store.mask
+        masked = Value(tuple(acc.shape), acc.dtype, "synth_acc")
+        ops: list[Op] = [
+            Load(pt, here, store.view, mask, 0.0),
+            Elementwise(pt, masked, "add", [acc, here]),
+            AssertContraction(pt, masked, "coord", syms, c, win),
+        ]
+        return final, ops
+    return None
+
+
+def _sub(e: IntLike, m: dict[Sym, IntLike]) -> IntLike:
+    return e.subs(m) if isinstance(e, Expr) else e
+
+
+# ------------------------------------------------------------------------ check
+
+
+@dataclass
+class SynthReport:
+    status: str  # verified | violated | unknown
+    counterexamples: list[dict[str, Any]]
+    synthesized: int
+    pinned: list[str]
+    synth_seconds: float
+    verify_seconds: float
+    summary: str = ""
+    report: Any = None
+
+
+def check(
+    verifier: Any,
+    ir: KernelIR,
+    policy: Any,
+    spec: Spec,
+    target: Any,
+    options: dict[str, Any] | None = None,
+    names: dict[str, Any] | None = None,
+    assume: dict[str, int] | None = None,
+) -> SynthReport:
+    """Synthesize the spec's assertions onto `ir` and prove them (with every assertion the
+    kernel already has) with `verifier` (a `protocols.Verifier`). `assume` fixes scalar arguments (the mode
+    a spec is the reference of: `{"causal": 1}`)."""
+    syn = synthesize(with_scalars(ir, assume) if assume else ir, spec, names)
+    t0 = time.perf_counter()
+    report = verifier.verify(syn.ir, policy, dict(options or {}), target)
+    vs = time.perf_counter() - t0
+    cexs = [m.as_counterexample(ir.file) for m in syn.mismatches]
+    for c in report.counterexamples:
+        cexs.append(
+            _explain(c, syn, policy)
+            if str(c.get("program_point", {}).get("op", "")).startswith("synth")
+            else c
+        )
+    status = "violated" if cexs else report.status
+    summary = cexs[0]["text"] if cexs else report.summary
+    return SynthReport(
+        status, cexs, len(syn.assertions), syn.pinned, syn.seconds, vs, summary, report
+    )
+
+
+def with_scalars(ir: KernelIR, values: dict[str, int]) -> KernelIR:
+    """`ir` with a precondition fixing scalar arguments; an unknown name is an error naming
+    the kernel's scalars."""
+    scalars = {s.name: s for s, _ in ir.scalars}
+    bad = sorted(set(values) - set(scalars))
+    if bad:
+        raise ValueError(f"{ir.name} has no scalar {bad}; its scalars: {sorted(scalars)}")
+    pred = land(*[scalars[k].eq(v) for k, v in values.items()])
+    pt = ProgramPoint(ir.file, 0, f"synth: mode {values}")
+    return _with_ops(ir, [Requires(pt, pred), *ir.ops])
+
+
+def kernel_modes(
+    ir: KernelIR, modes: list[tuple[dict[str, int], Spec]]
+) -> list[tuple[dict[str, int], Spec]]:
+    """The modes that apply to `ir`: a scalar the kernel does not take is an option it does
+    not have, which is the option off (0); modes fixing it to anything else are dropped and
+    the rest keep only the scalars the kernel takes (a non-causal attention kernel is
+    checked against the non-causal reference). ValueError when none applies."""
+    have = {s.name for s, _ in ir.scalars}
+    out = []
+    for values, spec in modes:
+        if all(v == 0 for k, v in values.items() if k not in have):
+            out.append(({k: v for k, v in values.items() if k in have}, spec))
+    if not out:
+        raise ValueError(
+            f"{ir.name}: no reference mode applies (modes {[m for m, _ in modes]}, "
+            f"kernel scalars {sorted(have)})"
+        )
+    return out
+
+
+def check_modes(
+    verifier: Any,
+    ir: KernelIR,
+    policy: Any,
+    modes: list[tuple[dict[str, int], Spec]],
+    target: Any,
+    options: dict[str, Any] | None = None,
+    names: dict[str, str] | None = None,
+) -> SynthReport:
+    """`check` once per mode (scalar values, the reference's spec in that mode); the first
+    mode that is not verified decides, else the last report with every mode's pins."""
+    last = None
+    pinned: list[str] = []
+    t_syn = t_ver = 0.0
+    for values, spec in kernel_modes(ir, modes):
+        r = check(verifier, ir, policy, spec, target, options, names, values or None)
+        t_syn, t_ver = t_syn + r.synth_seconds, t_ver + r.verify_seconds
+        pinned += [f"{values}: {p}" if values else p for p in r.pinned]
+        if r.status != "verified":
+            r.synth_seconds, r.verify_seconds = t_syn, t_ver
+            return r
+        last = r
+    assert last is not None, "check_modes needs at least one mode"
+    last.pinned, last.synth_seconds, last.verify_seconds = pinned, t_syn, t_ver
+    return last
+
+
+def _explain(c: dict[str, Any], syn: Synthesis, policy: Any) -> dict[str, Any]:
+    """Name the output element, the input element it should have read, the one it read."""
+    line = c["program_point"]["line"]
+    cand = [s for s in syn.assertions if s.load.point.line == line and s.op is not None]
+    if not cand:
+        return c
+    s = cand[0]
+    env = _env(syn.ir, policy, c)
+    elems = {f"_i{d}": v for d, v in enumerate(c.get("element") or [])}
+    got = list(c.get("lhs") or [])
+    inv = {v: k for k, v in s.axis_map.items()}
+    store_env = dict(env)
+    for d in range(len(s.store.value.shape)):
+        store_env[f"_i{d}"] = 0
+    for ls, ss in ((v, k) for k, v in s.axis_map.items()):
+        if ls in elems:
+            store_env[ss] = elems[ls]
+    del inv
+    try:
+        out_el = [_ev(x, store_env) for x in s.store.view.coords]
+        want = [
+            _ev(s.entries[e], {**env, **elems}) if e in s.entries else got[e]
+            for e in range(len(got))
+        ]
+    except Exception:  # a symbol the counterexample does not bind: keep the verifier's text
+        return c
+    text = (
+        f"{s.output}{out_el} should read {s.tensor}{want} "
+        f"({s.read.text()}) but reads {s.tensor}{got}"
+    )
+    return {
+        **c,
+        "assertion": "synth_dataflow",
+        "output_element": out_el,
+        "should_read": want,
+        "reads": got,
+        "text": f"synth at {c['program_point']['file'].rsplit('/', 1)[-1]}:{line}: {text}",
+        "message": text,
+    }
+
+
+def _ev(e: IntLike, env: dict[str, int]) -> int:
+    return e if isinstance(e, int) else int(e.evaluate(env))
+
+
+def _env(ir: KernelIR, policy: Any, c: dict[str, Any]) -> dict[str, int]:
+    env: dict[str, int] = {s.name: 1 for s in ir.shape_syms}
+    env.update(c.get("shapes") or {})
+    for k, v in list(env.items()):  # X_per_Y symbols introduced by divisibility preconditions
+        if "_per_" in k:
+            x, y = k.split("_per_")
+            env.setdefault(y, 1)
+            env[x] = v * env[y]
+    env.update(policy.tiles)
+    env.update(c.get("scalars") or {})
+    for t in ir.tensors:
+        acc = 1
+        for d in reversed(range(len(t.dims))):
+            env[t.strides[d].name] = acc
+            acc *= env.get(t.dims[d].name, 1)
+    env["program_id_0"] = c["program_id"] if c.get("program_id") is not None else 0
+    for op in ir.walk():
+        if isinstance(op, Let):
+            try:
+                env[op.sym.name] = _ev(op.expr, env)
+            except Exception:
+                pass
+    env.update(c.get("iteration") or {})
+    return env
+
+
+# --------------------------------------------------------------- strength report
+
+
+def strength_report(
+    original: KernelIR, syn: Synthesis | None, spec_outputs: list[str] | None = None
+) -> dict[str, Any]:
+    """Which parts of each output's data flow are pinned, and by what: for every load
+    feeding a store, per coordinate entry, "hand-written" (a kernel's own `assert_tag` on
+    the tile), "synthesized" (an assertion derived from the reference), "implied" (the
+    entry walks an output axis: the store's and elementwise tag checks pin it; a contracted
+    axis: the dot's pairing and the store's coverage pin it; a fixed entry of a tile that
+    is no dot's b operand: its coordinate tag reaches the store); else "correctness check".
+    Also each accumulator's contraction window, and what no assertion covers."""
+    hand: dict[int, set[int]] = {}
+    hand_windows: set[int] = set()
+    for op in original.walk():
+        if isinstance(op, AssertTag) and op.name == "coord":
+            used = op.pred.symbols() if isinstance(op.pred, Expr) else set()
+            hand.setdefault(op.value.id, set()).update(
+                d for d, t in enumerate(op.tag_syms) if t in used
+            )
+        elif isinstance(op, AssertContraction):
+            hand_windows.add(op.value.id)
+    synth: dict[tuple[int, int], str] = {}
+    for a in syn.assertions if syn is not None else []:
+        for e in a.entries:
+            synth[(id(a.load), e)] = "synthesized"
+        for e in a.summed:
+            synth.setdefault((id(a.load), e), "synthesized (summed axis)")
+    outputs: dict[str, Any] = {}
+    for st in original.walk():
+        if not isinstance(st, Store):
+            continue
+        rs_all, loads = roles_of(original, st)
+        name = st.view.tensor.name
+        entry = outputs.setdefault(name, {"reads": [], "window": "", "line": st.point.line})
+        for ld in sorted(loads, key=lambda x: x.point.line):
+            rs = rs_all[ld.out.id]
+            rhs = any(VIA_RHS in r for r in rs)
+            dims = []
+            for e, c in enumerate(ld.view.coords):
+                by = []
+                if e in hand.get(ld.out.id, set()):
+                    by.append("hand-written")
+                if (id(ld), e) in synth:
+                    by.append(synth[(id(ld), e)])
+                axes = _axes(c)
+                if len(axes) == 1 and any(x[0] == "out" for x in rs[axes[0]]):
+                    by.append("implied (output axis)")
+                elif len(axes) == 1 and any(x[0] == "contract" for x in rs[axes[0]]):
+                    by.append("implied (contracted)")
+                elif not axes and not rhs:
+                    by.append("implied (tag reaches the store)")
+                dims.append(
+                    {"dim": e, "coord": to_source(c), "pinned_by": by or ["correctness check"]}
+                )
+            entry["reads"].append(
+                {"tensor": ld.view.tensor.name, "line": ld.point.line, "dims": dims}
+            )
+        accs = [a for a in syn.windows if a[0] == name] if syn is not None else []
+        found = _summed(st, original)
+        if found is None:
+            entry["window"] = "no contraction"
+        elif found[0].id in hand_windows:
+            entry["window"] = "hand-written assert_contraction"
+        elif accs:
+            entry["window"] = f"synthesized: {accs[0][1]}"
+        else:
+            entry["window"] = "implied: every contracted coordinate in [0, extent) once"
+        if syn is not None and spec_outputs is not None and name not in spec_outputs:
+            entry["spec"] = "none (the reference names no such output)"
+    return {
+        "kernel": original.name,
+        "outputs": outputs,
+        "left_to_correctness": [
+            "the arithmetic on the values (which ops combine them, rounding)",
+            "entries marked 'correctness check' above",
+        ],
+    }
+
+
+def strength_text(rep: dict[str, Any]) -> str:
+    lines = [f"strength report for {rep['kernel']}:"]
+    for name, o in rep["outputs"].items():
+        lines.append(f"  {name} (store at line {o['line']}); window: {o['window']}")
+        for r in o["reads"]:
+            parts = [f"{d['coord']}: {', '.join(d['pinned_by'])}" for d in r["dims"]]
+            lines.append(f"    {r['tensor']} (line {r['line']}): " + "; ".join(parts))
+    lines.append("  left to the correctness check: " + "; ".join(rep["left_to_correctness"]))
+    return "\n".join(lines)
+
+
+__all__ = [
+    "strength_report",
+    "strength_text",
+    "Mismatch",
+    "SynthReport",
+    "Synthesis",
+    "Synthesized",
+    "check",
+    "check_modes",
+    "kernel_modes",
+    "with_scalars",
+    "count_hand_written",
+    "roles_of",
+    "strip_hand_written",
+    "synthesize",
+]

@@ -1,0 +1,175 @@
+"""Specifications derived from captured PyTorch graphs: per output element, the input
+elements it reads, symbolic in the shapes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from argus_core.spec import CannotDerive, spec_of_module
+
+
+class _M1(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, a):
+        return self.fn(a)
+
+
+class _M2(_M1):
+    def forward(self, a, b):
+        return self.fn(a, b)
+
+
+class _M3(_M1):
+    def forward(self, a, b, c):
+        return self.fn(a, b, c)
+
+
+def derive(fn, *shapes, inputs=None, outputs=None, dims=None):
+    cls = (_M1, _M2, _M3)[len(shapes) - 1]
+    return spec_of_module(
+        lambda: cls(fn), lambda: [torch.randn(*s) for s in shapes], inputs, outputs, dims
+    )
+
+
+def text(spec):
+    return spec.text()
+
+
+def test_matmul_contracts_k_symbolically():
+    s = derive(lambda a, b: a @ b, (64, 32), (32, 48), inputs=["a", "b"], outputs=["c"])
+    assert text(s) == (
+        "c[o0, o1] <- a[o0, k0] for k0 < a_1 (contract); b[k0, o1] for k0 < a_1 (contract)"
+    )
+    assert [str(d) for d in s.outputs["c"].shape] == ["a_0", "b_1"]
+
+
+def test_dims_name_the_shape_symbols():
+    from argus_core.ir import Sym
+
+    M, K, N = (Sym(n, "shape") for n in "MKN")
+    s = derive(
+        lambda a, b: a @ b, (4, 3), (3, 5), inputs=["a", "b"], dims={"a": (M, K), "b": (K, N)}
+    )
+    assert "k0 < K (contract)" in text(s)
+
+
+def test_gqa_attention_reads_kv_head_h_div_group():
+    s = derive(
+        lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+        (2, 4, 16, 8),
+        (2, 2, 16, 8),
+        (2, 2, 16, 8),
+        inputs=["q", "k", "v"],
+        outputs=["o"],
+    )
+    o = s.outputs["o"]
+    assert {r.text() for r in o.reads} == {
+        "q[o0, o1, o2, k0]",
+        "k[o0, o1 // (q_1 // k_1), k1, k0]",
+        "v[o0, o1 // (q_1 // k_1), k1, o3]",
+    }
+    assert {b.kind for b in o.bounds.values()} == {"contract"}
+
+
+def test_repeat_interleave_and_logsumexp():
+    def f(q, k):
+        return torch.logsumexp(q @ k.repeat_interleave(2, dim=1).transpose(-1, -2), dim=-1)
+
+    s = derive(f, (2, 4, 16, 8), (2, 2, 16, 8), inputs=["q", "k"], outputs=["lse"])
+    assert "k[o0, o1 // 2, r1, k0]" in text(s) and "(reduce)" in text(s)
+
+
+def test_softmax_reads_its_element_and_its_row():
+    s = derive(lambda x: torch.softmax(x, dim=-1), (8, 16), inputs=["x"], outputs=["y"])
+    assert text(s) == "y[o0, o1] <- x[o0, o1]; x[o0, r0] for r0 < x_1 (reduce)"
+
+
+def test_broadcast_vector_and_keepdim_reduction():
+    s = derive(lambda x, b: x.sum(-1, keepdim=True) * b, (8, 16), (16,), inputs=["x", "b"])
+    assert {r.text() for r in s.outputs["out0"].reads} == {"x[o0, r0]", "b[o1]"}
+
+
+def test_linear_module_reads_weight_rows_and_bias():
+    class L(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = torch.nn.Linear(16, 8)
+
+        def forward(self, x):
+            return torch.relu(self.l(x))
+
+    s = spec_of_module(L, lambda: [torch.randn(4, 16)], ["x"], ["y"])
+    assert {r.text() for r in s.outputs["y"].reads} == {
+        "x[o0, k0]",
+        "l.weight[o1, k0]",
+        "l.bias[o1]",
+    }
+
+
+def test_transpose_and_permute():
+    s = derive(lambda x: x.transpose(0, 1).permute(1, 0) + x.t().t(), (3, 4), inputs=["x"])
+    assert {r.text() for r in s.outputs["out0"].reads} == {"x[o0, o1]"}
+
+
+def test_unsupported_op_names_itself_and_the_choices():
+    with pytest.raises(CannotDerive, match=r"cumprod.*supported: .*matmul"):
+        derive(lambda x: torch.cumprod(x, 1), (4, 4))
+
+
+def test_shape_changing_view_is_refused():
+    with pytest.raises(CannotDerive, match="changes the shape"):
+        derive(lambda x: x.view(2, 8), (4, 4))
+
+
+def test_group_norm_reads_its_group_and_channel_parameters():
+    class G(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.g = torch.nn.GroupNorm(4, 32)
+
+        def forward(self, x):
+            return self.g(x)
+
+    s = spec_of_module(G, lambda: [torch.randn(16, 32)], ["x"], ["y"])
+    got = {r.text() for r in s.outputs["y"].reads}
+    assert got == {
+        "x[o0, o1]",
+        "x[o0, o1 // (x_1 // 4) * (x_1 // 4) + r0]",
+        "g.weight[o1]",
+        "g.bias[o1]",
+    }
+
+
+def test_batch_norm_eval_is_per_channel():
+    class B(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = torch.nn.BatchNorm1d(8)
+
+        def forward(self, x):
+            return self.bn(x)
+
+    s = spec_of_module(B, lambda: [torch.randn(4, 8)], ["x"], ["y"])
+    assert {r.text() for r in s.outputs["y"].reads} == {
+        "x[o0, o1]",
+        "bn.running_mean[o1]",
+        "bn.running_var[o1]",
+        "bn.weight[o1]",
+        "bn.bias[o1]",
+    }
+
+
+def test_causal_mask_becomes_a_guard():
+    def f(q, k, v):
+        s, skv = q.size(2), k.size(2)
+        mask = torch.ones((s, skv), dtype=torch.bool, device=q.device).tril(diagonal=skv - s)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    s = derive(f, (1, 2, 4, 8), (1, 2, 6, 8), (1, 2, 6, 8), inputs=["q", "k", "v"])
+    v = s.outputs["out0"].reads_of("v")[0]
+    assert v.text() == "v[o0, o1, k1, o3] if k1 <= o2 + k_2 - q_2"
