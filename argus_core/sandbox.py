@@ -590,7 +590,9 @@ def _cgroup_cleanup(path: str | None) -> None:
             time.sleep(0.02)
 
 
-def _limits(cpu_s: int, memory_bytes: int | None, cgroup: str | None) -> Any:
+def _limits(
+    cpu_s: int, memory_bytes: int | None, cgroup: str | None, file_bytes: int = FILE_BYTES
+) -> Any:
     """preexec_fn of the sandbox: join the task cgroup (or cap RLIMIT_NPROC for a
     non-root user), then CPU-time, address-space, file-size and core-dump limits."""
 
@@ -607,7 +609,7 @@ def _limits(cpu_s: int, memory_bytes: int | None, cgroup: str | None) -> Any:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
         if memory_bytes is not None:
             resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_BYTES, FILE_BYTES))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
     return apply
@@ -646,11 +648,14 @@ def run_isolated(
     device: bool = False,
     memory_bytes: int | None = CHILD_MEMORY_BYTES,
     cpu_s: int | None = None,
+    stdout_bytes: int = 0,
 ) -> IsolatedRun:
     """Run `argv` (untrusted code: `what` names it in errors) with `stdin`, isolated
     (`require_isolation`), killed with every process it started after `timeout_s` wall
     seconds. `env` adds to `isolated_env` (None removes). With sandbox=none it runs
     unisolated with the parent's environment, still in its own session and limits.
+    `stdout_bytes`: the most stdout the caller expects (a worker's outputs); the file-size
+    limit is raised above FILE_BYTES to hold it (the parent reads it all anyway).
     SandboxError when isolation is required but unavailable; never raises for what the
     process does."""
     isolated = require_isolation(what)
@@ -679,7 +684,9 @@ def run_isolated(
                 stderr=err,
                 env=full_env,
                 start_new_session=True,
-                preexec_fn=_limits(cpu, memory_bytes, cgroup),
+                preexec_fn=_limits(
+                    cpu, memory_bytes, cgroup, max(FILE_BYTES, int(stdout_bytes) + (1 << 20))
+                ),
             )
         except BaseException:
             _cgroup_cleanup(cgroup)

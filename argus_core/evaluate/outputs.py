@@ -83,7 +83,8 @@ def pack_arrays(meta: dict[str, Any], tensors: list[Any]) -> bytes:
             if str(t.dtype).removeprefix("torch.") not in PACK_DTYPES:
                 t = t.float()
             t = t.contiguous().numpy()
-        arrays.append(np.ascontiguousarray(t))
+        # ascontiguousarray makes a 0-d array 1-d: keep a scalar output's shape ()
+        arrays.append(np.ascontiguousarray(t).reshape(np.shape(t)))
     header = {
         "meta": meta,
         "arrays": [{"dtype": str(a.dtype), "shape": list(a.shape)} for a in arrays],

@@ -4,7 +4,10 @@ one shape, in the same process, the same way.
 Per METHOD.md: warm-up, then the median of `triton.testing.do_bench` (which also clears
 the L2 before each run); CUDA-graph replay for kernels under a millisecond, where launch
 costs would otherwise be measured; several input sets rotated so that repeated runs do not measure a warm cache; a
-wrong answer at the timed shape is never timed.
+wrong answer at the timed shape is never timed, and every set's outputs are poisoned
+before the timed runs and checked after them (a kernel right on its first call and wrong,
+or lazy, on later ones fails). `above_roofline` says when a time is faster than the
+device can be (the pipeline then holds the result back as `suspicious`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from argus_core.evaluate.outputs import compare
+from argus_core.evaluate.outputs import compare, poison
 
 # below this a kernel is (also) timed as CUDA-graph replays, and the replay's median is the
 # figure: a launch from Python costs tens of microseconds of CPU, so a short kernel timed
@@ -22,6 +25,10 @@ from argus_core.evaluate.outputs import compare
 # argument binding is slower than cuBLAS's, and a 13 us GEMM read as 0.1 ms)
 SHORT_MS = 1.0
 MAX_SETS = 8
+# the largest on-chip cache of a supported GPU (MI300X's 256 MB Infinity Cache, which the
+# L2 size a device reports does not include): a working set below it may be served faster
+# than HBM, so `above_roofline` bounds bytes only above it
+ON_CHIP_CACHE_BYTES = 256 << 20
 
 
 def _nbytes(inputs: dict[str, Any]) -> int:
@@ -54,26 +61,51 @@ def measure(
     warmup_ms: float = 25,
     rep_ms: float = 100,
     with_baselines: bool = True,
+    device: str = "cuda",
 ) -> dict[str, Any]:
     """Time `run_on(inputs)` and (unless `with_baselines` is False) each of
     `family.baselines(inputs)` at `shape`.
 
     Returns {"ms", "baselines": {name: ms}, "sets", "flops", "bytes", "tflops", "gbps",
-    "check": {"ok", "why"}}; `ms` is None when the kernel is wrong at this shape.
+    "l2_bytes", "check": {"ok", "why"}}; `ms` is None when the kernel is wrong at this
+    shape, before the timed runs or after them (every set's outputs are poisoned before
+    them and compared after, so each holds what its last timed call wrote). `device` is
+    where the inputs live ("cuda"; "cpu" only for tests of this logic with a CPU `bench`).
     """
-    first = family.make_inputs(shape, dtype, seed, "cuda")
+    first = family.make_inputs(shape, dtype, seed, device)
     n = max(1, min(MAX_SETS, math.ceil(3 * l2_bytes / max(1, _nbytes(first)))))
-    sets = [first] + [family.make_inputs(shape, dtype, seed + i, "cuda") for i in range(1, n)]
-    expected = family.reference(first)
-    run_on(first)
+    sets = [first] + [family.make_inputs(shape, dtype, seed + i, device) for i in range(1, n)]
+    # references first: a kernel that writes into its inputs cannot change them
+    expected = [family.reference(s) for s in sets]
     atol, rtol = family.tolerance(dtype)
-    for name in family.outputs:
-        ok, _, _, why = compare(first[name], expected[name], atol, rtol)
-        if not ok:
-            return {"ms": None, "check": {"ok": False, "why": f"{name}: {why}"}, "sets": n}
-    del expected
+
+    def wrong(when: str) -> str:
+        for i, (s, exp) in enumerate(zip(sets, expected)):
+            for name in family.outputs:
+                ok, _, _, why = compare(s[name], exp[name], atol, rtol)
+                if not ok:
+                    return f"{when}, input set {i}: {name}: {why}"
+        return ""
+
+    for s in sets:
+        for name in family.outputs:
+            poison(s[name])
+    for s in sets:
+        run_on(s)
+    _synchronize(device)
+    why = wrong("before the timed runs")
+    if why:
+        return {"ms": None, "check": {"ok": False, "why": why}, "sets": n}
+    for s in sets:
+        for name in family.outputs:
+            poison(s[name])
     cycle = itertools.cycle(sets)
     ms = bench(lambda: run_on(next(cycle)), warmup_ms, rep_ms)
+    _synchronize(device)
+    why = wrong("re-checked after the timed runs")
+    if why:
+        return {"ms": None, "check": {"ok": False, "why": why}, "sets": n}
+    expected.clear()  # the baselines' memory
     baselines: dict[str, float] = {}
     errors: dict[str, str] = {}
     per_set = [family.baselines(s) for s in sets] if with_baselines else [{}]
@@ -94,5 +126,40 @@ def measure(
         "bytes": nbytes,
         "tflops": flops / ms / 1e9,
         "gbps": nbytes / ms / 1e6,
+        "l2_bytes": int(l2_bytes),
         "check": {"ok": True, "why": ""},
     }
+
+
+def _synchronize(device: str) -> None:
+    if device != "cpu":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def above_roofline(m: dict[str, Any], peak_flops: float, peak_bytes_per_s: float) -> str:
+    """Why the measurement `m` ({"ms", "flops", "bytes", optionally "l2_bytes"}) is faster
+    than a device of `peak_flops` FLOP/s and `peak_bytes_per_s` memory bandwidth allows,
+    or "" when it is not. FLOPs bound always (no cache makes arithmetic free); bytes only
+    where one call moves more than the L2 and ON_CHIP_CACHE_BYTES hold (a smaller working
+    set may legitimately be served from a cache faster than from HBM). Pass the highest
+    peaks of the device (data sheet, every dtype): only a time no real kernel reaches is
+    named."""
+    ms = m.get("ms")
+    if not isinstance(ms, int | float) or ms <= 0:
+        return ""
+    flops, nbytes = float(m.get("flops") or 0), float(m.get("bytes") or 0)
+    if flops and peak_flops and flops / (ms * 1e-3) > peak_flops:
+        return (
+            f"{flops / (ms * 1e-3) / 1e12:.1f} TFLOP/s at {ms:.4g} ms is above the device's "
+            f"peak {peak_flops / 1e12:.1f} TFLOP/s"
+        )
+    l2 = max(float(m.get("l2_bytes") or 0), float(ON_CHIP_CACHE_BYTES))
+    if nbytes > l2 and peak_bytes_per_s and nbytes / (ms * 1e-3) > peak_bytes_per_s:
+        return (
+            f"{nbytes / (ms * 1e-3) / 1e9:.0f} GB/s at {ms:.4g} ms (moving {nbytes / 1e6:.1f} MB, "
+            f"more than a cache of {l2 / 1e6:.0f} MB holds) is above the device's peak "
+            f"{peak_bytes_per_s / 1e9:.0f} GB/s"
+        )
+    return ""

@@ -219,3 +219,17 @@ def test_the_kernel_marker_is_read_through_the_dsl_imports():
     assert sandbox.kernel_marker(FRONT) == ("argus_plugins.dsl.tile.lang", "kernel")
     with pytest.raises(DSLError, match="kernel_decorator 'xx.kernel' must be"):
         sandbox.check_source(_front(kernel_decorator="xx.kernel"), KERNEL)
+
+
+def test_stdout_past_the_file_size_limit_only_where_the_caller_expects_it(monkeypatch):
+    # a worker's outputs may pass FILE_BYTES (real KernelBench sizes); only then is the
+    # limit raised, to what the caller said it expects
+    import sys
+
+    monkeypatch.setattr(sandbox, "FILE_BYTES", 1 << 20)
+    code = "import sys; sys.stdout.buffer.write(b'x' * (3 << 20)); sys.stdout.flush()"
+    argv = [sys.executable, "-c", code]
+    run = sandbox.run_isolated(argv, b"", 60, what="a test")
+    assert run.returncode != 0 and len(run.stdout) <= 1 << 20
+    run = sandbox.run_isolated(argv, b"", 60, what="a test", stdout_bytes=3 << 20)
+    assert run.returncode == 0 and run.stdout == b"x" * (3 << 20)

@@ -6,7 +6,8 @@ in an isolated child (`worker.py` under `argus_core.sandbox.run_isolated`) that 
 only the inputs (and, for a DSL kernel, the Model's parameters) and sends back only its
 outputs, as plain arrays. The comparison and the verdict happen here, so nothing the
 candidate does in its own process (reading frames, patching torch or the Model, writing a
-fake result, exiting early) can make a wrong answer pass.
+fake result, exiting early) can make a wrong answer pass. A ModelNew gets one trial at
+sizes it never saw (`unseen_trial`), so an answer written for the task's shapes fails.
 
 `check_candidate` never raises for the candidate's failure: a static violation, a guard
 trip, a wrong answer, a crash or a timeout all come back as a CorrectnessReport with
@@ -15,10 +16,14 @@ ok=False and the reason, so one bad candidate fails alone and the run goes on.
 
 from __future__ import annotations
 
+import ast
 import io
 import math
+import random
 import secrets
-from typing import Any
+import warnings
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from argus_core.errors import ConfigError, choices_error
 
@@ -33,6 +38,10 @@ WORKER = "argus_plugins.kernels.kernelbench.worker"
 
 def _flat(x: Any) -> list[Any]:
     return list(x) if isinstance(x, list | tuple) else [x]
+
+
+def _nbytes(tensors: list[Any]) -> int:
+    return sum(int(t.numel() * t.element_size()) for t in tensors if hasattr(t, "numel"))
 
 
 def trial_seeds(seed: int, trials: int) -> list[int]:
@@ -56,16 +65,16 @@ def check_candidate(
     timing: dict[str, Any] | None = None,
     static: bool = True,
 ) -> CorrectnessReport:
-    """Check `candidate` against the task's Model on `trials` fresh inputs plus one
-    permuted and rescaled trial.
+    """Check `candidate` against the task's Model on `trials` fresh inputs, one permuted
+    and rescaled trial, and, for a ModelNew, one trial at sizes it never saw
+    (`unseen_trial`; the sizes are in `report.shapes`: the task's, then the trial's).
 
     `candidate` is {"kind": "dsl", "kernels": [LoweredKernel dicts], "binding": ...,
     "constexprs": ..., "compiler": ...} or {"kind": "modelnew", "source": text, "filename":
     name}; a ModelNew is statically checked here first (error "static: ...") unless
-    `static` is False (tests of the isolation itself). With `timing` ({"flops", "bytes",
-    optionally "peak_tflops", "peak_gbps"}) on a GPU runner, the candidate is timed in its
-    child, its output after the timed runs re-checked here, and the eager Model timed here
-    (`report.timing`; "suspicious" names a throughput above the given peak). Raises
+    `static` is False (tests of the isolation itself). With `timing` ({"flops", "bytes"})
+    on a GPU runner, the candidate is timed in its child, its output after the timed runs
+    re-checked here, and the eager Model timed here (`report.timing`). Raises
     ConfigError only for an unknown runner or kind.
     """
     if runner not in RUNNERS:
@@ -98,6 +107,25 @@ def check_candidate(
         ("permuted+scaled inputs of trial 0", reference.perturbed(inputs[0][1], seeds[0]))
     )
     expected = [_flat(reference.run_model(model, x)) for _, x in inputs]
+    # a ModelNew gets one more trial at sizes it never saw (a hard-coded shape fails there);
+    # a DSL candidate is a kernel for the task's shapes by construction (`kernel.shape`:
+    # a template folds them in, as a mean's divisor), lowered by Argus from verified IR
+    unseen = (
+        unseen_trial(
+            str(task_file), module, model, seeds[-1] ^ 0x5EED, int(init_seed), dtype, device
+        )
+        if kind == "modelnew"
+        else None
+    )
+    if unseen is not None:
+        what = ", ".join(f"{k} {a}->{b}" for k, (a, b) in unseen.sizes.items())
+        inputs.append((f"a trial at sizes the candidate never saw ({what})", unseen.inputs))
+        expected.append(unseen.expected)
+        report.trials += 1
+        report.shapes = [
+            {k: a for k, (a, _) in unseen.sizes.items()},
+            {k: b for k, (_, b) in unseen.sizes.items()},
+        ]
 
     def cpu(xs: list[Any]) -> list[Any]:
         return [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in xs]
@@ -108,11 +136,13 @@ def check_candidate(
         "device": device,
         "init_seed": int(init_seed),
         "init_inputs": list(module.get_init_inputs()),
-        "trials": [
+        "trials": [  # unlabelled: the child is not told which trial is which
             {
-                "label": label,
                 "inputs": cpu(x),
-                "like": (list(exp[0].shape), str(exp[0].dtype).removeprefix("torch.")),
+                # a DSL kernel's output buffer; a ModelNew is not told the output's shape
+                "like": (list(exp[0].shape), str(exp[0].dtype).removeprefix("torch."))
+                if kind == "dsl"
+                else None,
             }
             for (label, x), exp in zip(inputs, expected)
         ],
@@ -124,7 +154,9 @@ def check_candidate(
         request["params"] = {k: v.cpu() for k, v in params.items()}
     buf = io.BytesIO()
     torch.save(request, buf)
-    result = run_worker_bytes(WORKER, buf.getvalue(), runner, timeout_s)
+    # its outputs: every trial's, and the timed call's (real KernelBench sizes pass 256 MiB)
+    out_bytes = sum(_nbytes(exp) for exp in expected) + (_nbytes(expected[0]) if timing else 0)
+    result = run_worker_bytes(WORKER, buf.getvalue(), runner, timeout_s, 2 * out_bytes)
     report.seconds = result["seconds_wall"]
     if "error" in result:  # a timeout, a crash, no output
         report.error = result["error"]
@@ -141,7 +173,8 @@ def check_candidate(
     for t, ((label, _), exp) in enumerate(zip(inputs, expected)):
         if t >= len(counts):
             why = meta.get("error") or "the candidate's process stopped before this trial"
-            report.error = truncate(str(why))
+            why = str(why)
+            report.error = truncate(why if why.startswith("guard: ") else f"{label}: {why}")
             return report
         n = counts[t]
         if not isinstance(n, int) or n != len(exp):
@@ -181,7 +214,8 @@ def _timing(
 ) -> dict[str, Any]:
     """The timing report (format `pipeline._measured` reads): the candidate's ms from its
     child, after its outputs of the last timed call are re-checked; the eager Model timed
-    here; "suspicious" when the implied throughput beats the given device peak."""
+    here. (A time faster than the device's roofline is held back by the pipeline as
+    `suspicious`: `argus_core.evaluate.timing.above_roofline`.)"""
     import torch
 
     from argus_core.evaluate.outputs import compare
@@ -204,17 +238,173 @@ def _timing(
     flops, nbytes = float(timing.get("flops") or 0), float(timing.get("bytes") or 0)
     tflops = flops / (ms * 1e-3) / 1e12 if flops else None
     gbps = nbytes / (ms * 1e-3) / 1e9 if nbytes else None
-    out: dict[str, Any] = {
+    return {
         "ms": float(ms),
         "baselines": {"torch eager (Model.forward)": torch_ms},
         "flops": flops,
         "bytes": nbytes,
         "tflops": tflops,
         "gbps": gbps,
+        "l2_bytes": int(torch.cuda.get_device_properties(0).L2_cache_size),
     }
-    peak_t, peak_b = timing.get("peak_tflops"), timing.get("peak_gbps")
-    if tflops and peak_t and tflops > float(peak_t):
-        out["suspicious"] = f"{tflops:.1f} TFLOP/s is above the device peak {peak_t}"
-    elif gbps and peak_b and gbps > float(peak_b):
-        out["suspicious"] = f"{gbps:.0f} GB/s is above the device peak {peak_b}"
-    return out
+
+
+# ---------------------------------------------------------------- a trial at unseen sizes
+MAX_SIZES = 16  # integer constants of a task file tried as sizes
+SIZE_ALIGN = 16  # an unseen size keeps its old one's divisibility by up to this
+
+
+def unseen_size(n: int, rng: random.Random) -> int | None:
+    """A size in [n/2, n) (never larger: a template may fix a tile to span the task's rows),
+    at least 2, a multiple of the largest power of two up to SIZE_ALIGN that divides `n`
+    where one is (else of a smaller one), picked by `rng`; None for n < 3."""
+    align = min(SIZE_ALIGN, n & -n) if n > 0 else 1
+    while align >= 1:
+        sizes = [m for m in range(align, n, align) if m >= max(2, n // 2)]
+        if sizes:
+            return rng.choice(sizes)
+        align //= 2
+    return None
+
+
+def _size_constants(tree: ast.Module) -> list[tuple[str, ast.Constant]]:
+    """(name, node) of every integer literal that may be a size: a module-level assignment's
+    value or tuple element (`N = 64`, `M, K = 48, 80`, `SHAPE = (24, 70)`) and any literal
+    in `get_inputs`' body (`torch.randn(40, 33)`). Written on one line each."""
+    found: list[tuple[str, ast.Constant]] = []
+
+    def ints(node: ast.expr) -> list[ast.Constant]:
+        elts = node.elts if isinstance(node, ast.Tuple | ast.List) else [node]
+        return [e for e in elts if isinstance(e, ast.Constant) and type(e.value) is int]
+
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+            target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
+            names = (
+                [e.id if isinstance(e, ast.Name) else "?" for e in target.elts]
+                if isinstance(target, ast.Tuple)
+                else [target.id if isinstance(target, ast.Name) else "?"]
+            )
+            for i, node in enumerate(ints(stmt.value)):
+                name = names[i] if len(names) > 1 and i < len(names) else names[0]
+                if len(names) == 1 and isinstance(stmt.value, ast.Tuple | ast.List):
+                    name = f"{name}[{i}]"
+                found.append((name, node))
+        elif isinstance(stmt, ast.FunctionDef) and stmt.name == "get_inputs":
+            for node in ast.walk(stmt):
+                if isinstance(node, ast.Constant) and type(node.value) is int:
+                    found.append((f"get_inputs:{node.lineno}:{node.col_offset}", node))
+    return [(k, n) for k, n in found if n.lineno == n.end_lineno][:MAX_SIZES]
+
+
+def _same(a: Any, b: Any) -> bool:
+    import torch
+
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return (
+            isinstance(a, torch.Tensor)
+            and isinstance(b, torch.Tensor)
+            and a.shape == b.shape
+            and a.dtype == b.dtype
+            and bool(torch.equal(a, b))
+        )
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def _load_variant(path: str, text: str) -> Any:
+    """The task file's `text` (an edited copy) executed as a fresh module (trusted: the
+    user's reference, as `tasks.load_module` executes it)."""
+    import hashlib
+    import sys
+    import types
+
+    name = "_argus_kb_unseen_" + hashlib.sha1(text.encode()).hexdigest()[:16]
+    module = types.ModuleType(name)
+    module.__file__ = path
+    sys.modules[name] = module  # dataclasses look the module up by name while it runs
+    try:
+        exec(compile(text, path, "exec"), module.__dict__)
+    finally:
+        del sys.modules[name]  # one per check: not kept for the run's lifetime
+    return module
+
+
+class UnseenTrial(NamedTuple):
+    """A trial at sizes the candidate never saw: what changed, its inputs and reference."""
+
+    sizes: dict[str, tuple[int, int]]  # constant -> (task's value, this trial's)
+    inputs: list[Any]
+    expected: list[Any]
+
+
+def unseen_trial(
+    task_file: str, module: Any, model: Any, seed: int, init_seed: int, dtype: str, device: str
+) -> UnseenTrial | None:
+    """Inputs at sizes other than the task's, and the Model's outputs on them, or None
+    where no size of the task file can change.
+
+    The task file is re-executed with some of its integer constants (module-level sizes,
+    literals in `get_inputs`) made smaller (`unseen_size`, drawn from `seed`). A variant
+    counts only where `get_init_inputs()` and the Model's parameter shapes are unchanged
+    (the candidate is built as for the other trials, so its weights match), `get_inputs()`
+    gives tensors of other shapes, and the Model runs on them without a warning. All chosen
+    constants are tried at once, then one at a time, keeping those that pass. The task file
+    is trusted (the user's reference); the candidate is told nothing of the variant."""
+    import torch
+
+    from argus_plugins.kernels.kernelbench import reference
+
+    text = Path(task_file).read_text()
+    rng = random.Random(seed)
+    consts = [(k, n, unseen_size(n.value, rng)) for k, n in _size_constants(ast.parse(text))]
+    consts = [(k, n, v) for k, n, v in consts if v is not None]
+    if not consts:
+        return None
+    init = list(module.get_init_inputs())
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    base = reference.make_inputs(module, seed, dtype, device)
+
+    def attempt(chosen: list[tuple[str, ast.Constant, int]]) -> UnseenTrial | None:
+        lines = text.splitlines(keepends=True)
+        for _, node, value in sorted(
+            chosen, key=lambda c: (c[1].lineno, c[1].col_offset), reverse=True
+        ):
+            i = node.lineno - 1
+            lines[i] = lines[i][: node.col_offset] + str(value) + lines[i][node.end_col_offset :]
+        try:
+            variant = _load_variant(str(task_file), "".join(lines))
+            if not _same(list(variant.get_init_inputs()), init):
+                return None
+            vmodel = reference.build_model(variant, init_seed, dtype, device)
+            if {k: tuple(v.shape) for k, v in vmodel.state_dict().items()} != shapes:
+                return None
+            inputs = reference.make_inputs(variant, seed, dtype, device)
+            kinds = [(type(x), getattr(x, "dtype", None)) for x in inputs]
+            if kinds != [(type(x), getattr(x, "dtype", None)) for x in base]:
+                return None
+            moved = [
+                tuple(x.shape) != tuple(y.shape)
+                for x, y in zip(inputs, base)
+                if isinstance(x, torch.Tensor)
+            ]
+            if not any(moved):
+                return None
+            with warnings.catch_warnings():  # a Model that warns about them: not valid inputs
+                warnings.simplefilter("error")
+                expected = _flat(reference.run_model(vmodel, inputs))
+        except Exception:  # this variant is no valid task: try another
+            return None
+        return UnseenTrial({k: (n.value, v) for k, n, v in chosen}, inputs, expected)
+
+    found = attempt(consts)
+    if found is not None:
+        return found
+    kept: list[tuple[str, ast.Constant, int]] = []
+    for c in rng.sample(consts, len(consts)):
+        trial = attempt([*kept, c])
+        if trial is not None:
+            kept.append(c)
+            found = trial
+    return found

@@ -69,8 +69,7 @@ def run(request: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     meta: dict[str, Any] = {"counts": counts, "error": ""}
     for trial in request["trials"]:
         inputs = on_device(trial["inputs"])
-        shape, out_dtype = trial["like"]
-        like = torch.empty(shape, dtype=getattr(torch, out_dtype), device=device)
+        like = _like(trial, device)
         try:
             got = _flat(runner(inputs, like))
             if device != "cpu":
@@ -79,15 +78,15 @@ def run(request: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
             meta["error"] = f"guard: {exc}"
             break
         except harness.OutOfBounds as exc:
-            meta["error"] = f"{trial['label']}: {exc}"
+            meta["error"] = str(exc)
             break
         except Exception as exc:
             tb = traceback.format_exc(limit=-3)
-            meta["error"] = f"{trial['label']}: {type(exc).__name__}: {exc}\n{tb}"[-ERROR_CHARS:]
+            meta["error"] = f"{type(exc).__name__}: {exc}\n{tb}"[-ERROR_CHARS:]
             break
         bad = [type(o).__name__ for o in got if not isinstance(o, torch.Tensor)]
         if bad:
-            meta["error"] = f"{trial['label']}: an output is a {bad[0]}, not a tensor"
+            meta["error"] = f"an output is a {bad[0]}, not a tensor"
             break
         counts.append(len(got))
         outputs.extend(got)
@@ -95,12 +94,23 @@ def run(request: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     if timing and device != "cpu" and not meta["error"]:
         first = request["trials"][0]
         inputs = on_device(first["inputs"])
-        like = torch.empty(first["like"][0], dtype=getattr(torch, first["like"][1]), device=device)
+        like = _like(first, device)
         ms, last = _measure(runner, inputs, like)
         meta["timing"] = {"ms": ms}
         meta["after_timing"] = len(last)
         outputs.extend(last)
     return meta, outputs
+
+
+def _like(trial: dict[str, Any], device: str) -> Any:
+    """The empty output a DSL kernel writes (its shape and dtype are the reference's); a
+    ModelNew allocates its own and is told nothing of the expected output (None)."""
+    import torch
+
+    if trial.get("like") is None:
+        return None
+    shape, out_dtype = trial["like"]
+    return torch.empty(shape, dtype=getattr(torch, out_dtype), device=device)
 
 
 def _measure(runner: Any, inputs: list[Any], like: Any) -> tuple[float, list[Any]]:

@@ -43,3 +43,14 @@ def _blob(header: dict, data: bytes = b"") -> bytes:
 def test_malformed_blobs_are_refused(blob, says):
     with pytest.raises(PackError, match=says):
         unpack_arrays(blob)
+
+
+def test_a_scalar_output_keeps_its_shape():
+    """A 0-d output (a loss, a whole-tensor mean) comes back 0-d, not shape (1,)."""
+    import torch
+
+    from argus_core.evaluate.outputs import pack_arrays, unpack_arrays
+
+    _, (scalar, vec) = unpack_arrays(pack_arrays({}, [torch.tensor(2.5), torch.ones(3)]))
+    assert scalar.shape == () and float(scalar) == 2.5
+    assert vec.shape == (3,)
