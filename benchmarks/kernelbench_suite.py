@@ -3,7 +3,7 @@ verified and correct, per level, on the CPU interpreter (or a GPU backend).
 
     python benchmarks/kernelbench_suite.py --path /work/kernelbench/KernelBench
         [--scale 0.005] [--levels level1,level2] [--tasks level1/19,...] [--jobs N]
-        [--backend interpret|auto] [--budget 1] [--out results.json]
+        [--backend interpret|auto] [--budget 1] [--out results.json] [--limit N] [--timeout S]
 
 Each task goes through `fastp.evaluate_task` (the pipeline's stages: the family binds the
 task, capturing its Model on meta tensors and lowering it to a DSL kernel; then verify,
@@ -30,15 +30,15 @@ ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("capture", "template", "verify", "correctness", "done")  # in pipeline order
 
 
-def _one(args: tuple[str, str, str, int, float | None]) -> dict:
+def _one(args: tuple[str, str, str, int, float | None, float | None]) -> dict:
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     from argus_plugins.kernels.kernelbench import fastp
 
-    path, key, backend, budget, scale = args
+    path, key, backend, budget, scale, timeout_s = args
     t0 = time.perf_counter()
     try:
-        out = asdict(fastp.evaluate_task(path, key, backend, budget, None, scale))
+        out = asdict(fastp.evaluate_task(path, key, backend, budget, None, scale, timeout_s))
     except Exception as exc:  # a front-end bug fails the task, not the benchmark
         out = {"task": key, "correct": False, "note": f"internal: {type(exc).__name__}: {exc}"[:120],
                "reached": "capture", "ms": None, "torch_ms": None, "estimated": True}  # fmt: skip
@@ -88,14 +88,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="interpret")
     ap.add_argument("--budget", type=int, default=1)
     ap.add_argument("--out", default=None, help="JSON file for every row")
+    ap.add_argument("--limit", type=int, default=0, help="at most N tasks per level (0: all)")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per candidate check (evaluate.timeout_s; default the config's)",
+    )
     args = ap.parse_args(argv)
     found = tasks.discover(args.path)
     levels = set(args.levels.split(","))
     keys = [k.strip() for k in args.tasks.split(",") if k.strip()] or [
         k for k in found if k.split("/")[0] in levels
     ]
+    if args.limit:  # the first N tasks of each level (a bounded GPU run)
+        taken: dict[str, int] = {}
+        kept = []
+        for k in keys:
+            level = k.split("/")[0]
+            if taken.get(level, 0) < args.limit:
+                taken[level] = taken.get(level, 0) + 1
+                kept.append(k)
+        keys = kept
     scale = args.scale if args.scale != 1.0 else None
-    work = [(args.path, k, args.backend, args.budget, scale) for k in keys]
+    work = [(args.path, k, args.backend, args.budget, scale, args.timeout) for k in keys]
     t0 = time.perf_counter()
     rows: list[dict] = []
     if args.jobs > 1:
@@ -118,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.node(),
             "cpu_count": os.cpu_count(), "commit": commit + " (+ working tree)", "scale": args.scale,
-            "backend": args.backend, "budget": args.budget, "seconds": round(time.perf_counter() - t0)}  # fmt: skip
+            "backend": args.backend, "budget": args.budget, "timeout_s": args.timeout, "seconds": round(time.perf_counter() - t0)}  # fmt: skip
     if args.out:
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     head = f"{'task':<11} {'reached':<12} {'correct':<7} {'s':>6}  note"

@@ -122,6 +122,10 @@ class KernelBenchFamily(FamilyBase):
             bound._text = bound.emission.source
             bound.binding = bound.emission.binding
             shape, tiles = dict(bound.emission.shape), dict(bound.emission.tiles)
+            if scale is not None and "BP" in tiles:
+                # a scaled task runs in the interpreter, whose cost is per program: the
+                # largest position block first (fewest programs)
+                tiles["BP"] = sorted(tiles["BP"], reverse=True)
         with read_write(kernel_cfg):
             if not kernel_cfg.get("tiles"):
                 kernel_cfg.tiles = tiles
@@ -171,6 +175,17 @@ class KernelBenchFamily(FamilyBase):
         return reference.tolerance(dtype)
 
     # ------------------------------------------------------------------ checks
+    def reference_specs(self, entry: str) -> list[tuple[dict[str, int], Any]]:
+        """The emitted kernel's data-flow spec, derived from the task's captured graph over
+        the kernel's tensors and row views (`emission_spec`); none for other entries, or
+        where the graph has an op the spec rules lack or a view they cannot express."""
+        if self.emission is None or self._gm is None or entry != self.emission.entry:
+            return []
+        try:
+            return [({}, emission_spec(self._gm, self.emission))]
+        except (ConfigError, ValueError):
+            return []
+
     def candidate_kind(self, cand: Candidate) -> CandidateKind:
         """A ModelNew program is checked whole by `check_program`; anything else is DSL."""
         return "program" if is_modelnew(cand.source) else "dsl"
@@ -261,3 +276,27 @@ def _binding_by_name(
                 f"{', '.join(args + list(params))}"
             )
     return binding
+
+
+def emission_spec(gm: Any, emission: match.Emission) -> Any:
+    """The spec of `gm` (`argus_core.spec`) written over an emitted kernel's tensors: graph
+    input i and parameter p go by the kernel tensors the binding takes from them (a
+    parameter bound twice, by both), the output by the output's, through the binding's row
+    views ("2d", "1d"). CannotDerive / ValueError where it cannot be written."""
+    from argus_core.spec import spec_of_graph
+
+    names: dict[str, tuple[str, ...]] = {}
+    views: dict[str, str] = {}
+    for kname, src in emission.binding.items():
+        key = {"input": f"in{src.get('index')}", "param": src.get("attr"), "output": "out0"}.get(
+            src["from"]
+        )
+        if key is None:
+            continue
+        names[key] = (*names.get(key, ()), kname)
+        if src.get("view"):
+            views[key] = src["view"]
+    n_in = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    spec = spec_of_graph(gm, [f"in{i}" for i in range(n_in)]).with_row_views(views)
+    spec.names = names
+    return spec

@@ -53,6 +53,7 @@ def evaluate_task(
     budget: int,
     source: str | None,
     scale: float | None = None,
+    timeout_s: float | None = None,
 ) -> TaskOutcome:
     """The best candidate of one task, through the pipeline's stages."""
     from argus_core.config import compose
@@ -65,6 +66,8 @@ def evaluate_task(
         overrides.append(f"kernel.source={source}")
     if scale is not None:
         overrides.append(f"kernel.options.scale={scale}")
+    if timeout_s is not None:  # per candidate check (the run's evaluate.timeout_s)
+        overrides.append(f"evaluate.timeout_s={timeout_s}")
     try:
         cfg = compose(overrides)
         registry = Registry(default_plugin_manager())

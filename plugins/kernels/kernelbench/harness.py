@@ -75,11 +75,33 @@ def compute_guard() -> Any:
     return ComputeGuard()
 
 
+VIEWS = ("2d", "1d", "n1s", "ngsc:G", "w_conv:G", "w_convT:G", "go:G")
+
+
 def _view(t: Any, how: str | None) -> Any:
+    """The tensor as a kernel sees it; every view shares the tensor's storage (no copy):
+    "2d" rows [-1, last], "1d" flat, "n1s" [N, 1, -1]; for a convolution of G channel groups, "ngsc:G" the
+    channels-last [N, G, S, C/G] of an [N, C, *S] activation (strided), "w_conv:G" a conv
+    weight [OC, C/G, *k] as [taps, G, C/G, OC/G], "w_convT:G" a transposed conv's
+    [C, OC/G, *k] as [taps, G, C/G, OC/G], "go:G" a per-channel vector as [G, C/G]."""
     if how == "2d":
         return t.reshape(-1, t.shape[-1]) if t.dim() else t.reshape(1, 1)
     if how == "1d":
         return t.reshape(-1)
+    if how == "n1s":
+        return t.view(t.shape[0], 1, -1)
+    name, _, g = (how or "").partition(":")
+    if name in ("ngsc", "w_conv", "w_convT", "go") and g.isdigit() and int(g) > 0:
+        g_ = int(g)
+        if name == "ngsc":
+            return t.view(t.shape[0], g_, t.shape[1] // g_, -1).permute(0, 1, 3, 2)
+        if name == "w_conv":
+            return t.view(g_, t.shape[0] // g_, t.shape[1], -1).permute(3, 0, 2, 1)
+        if name == "w_convT":
+            return t.view(g_, t.shape[0] // g_, t.shape[1], -1).permute(3, 0, 1, 2)
+        return t.reshape(g_, -1)
+    if how is not None:
+        raise ValueError(f"view {how!r}; valid: {', '.join(VIEWS)}")
     return t
 
 

@@ -228,6 +228,7 @@ BINARY = {k: v for k, v in ELEMENTWISE.items() if v.arity == 2}
 REDUCTIONS: dict[str, str] = {"sum": "0.0", "mean": "0.0", "amax": 'float("-inf")',
                               "amin": 'float("inf")', "logsumexp": 'float("-inf")',
                               "norm": "0.0"}  # fmt: skip
+ARG_NEUTRAL = {"argmax": 'float("-inf")', "argmin": 'float("inf")'}
 ROW_OPS = ("softmax", "log_softmax")  # whole-row ops whose result has the row's shape
 
 
@@ -238,7 +239,7 @@ def _function_kinds() -> dict[Any, str]:
     return {
         torch.matmul: "matmul", torch.mm: "matmul", operator.matmul: "matmul",
         F.linear: "linear", operator.add: "add", torch.add: "add", operator.sub: "sub",
-        torch.sub: "sub", operator.mul: "mul", torch.mul: "mul", operator.truediv: "div",
+        torch.sub: "sub", operator.mul: "mul", torch.mul: "mul", torch.multiply: "mul", operator.truediv: "div",
         torch.div: "div", operator.neg: "neg", torch.neg: "neg", operator.pow: "pow",
         torch.pow: "pow", torch.relu: "relu", F.relu: "relu", F.relu6: "relu6",
         torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.tanh: "tanh", F.tanh: "tanh",
@@ -253,7 +254,8 @@ def _function_kinds() -> dict[Any, str]:
         F.softmax: "softmax", torch.log_softmax: "log_softmax", F.log_softmax: "log_softmax",
         torch.sum: "sum", torch.mean: "mean", torch.amax: "amax", torch.amin: "amin",
         torch.logsumexp: "logsumexp", torch.max: "max", torch.min: "min", torch.norm: "norm",
-        torch.cumsum: "cumsum", operator.getitem: "getitem",
+        torch.cumsum: "cumsum", operator.getitem: "getitem", torch.argmax: "argmax",
+        torch.argmin: "argmin",
     }  # fmt: skip
 
 
@@ -264,7 +266,13 @@ MODULE_KINDS = {"Linear": "linear", "ReLU": "relu", "ReLU6": "relu6", "Sigmoid":
                 "ELU": "elu", "SELU": "selu", "Softplus": "softplus", "Mish": "mish",
                 "Hardswish": "hardswish", "Hardsigmoid": "hardsigmoid", "Softsign": "softsign",
                 "LogSigmoid": "logsigmoid", "Dropout": "identity", "Identity": "identity",
-                "BatchNorm1d": "batch_norm", "GroupNorm": "group_norm"}  # fmt: skip
+                "BatchNorm1d": "batch_norm", "BatchNorm2d": "batch_norm",
+                "BatchNorm3d": "batch_norm", "GroupNorm": "group_norm",
+                "Conv1d": "conv", "Conv2d": "conv", "Conv3d": "conv",
+                "ConvTranspose1d": "conv_transpose", "ConvTranspose2d": "conv_transpose",
+                "ConvTranspose3d": "conv_transpose", "MaxPool1d": "max_pool",
+                "MaxPool2d": "max_pool", "MaxPool3d": "max_pool", "AvgPool1d": "avg_pool",
+                "AvgPool2d": "avg_pool", "AvgPool3d": "avg_pool"}  # fmt: skip
 METHOD_KINDS = {m: m for m in ("relu", "sigmoid", "tanh", "softmax", "log_softmax", "sum", "mean",
                                "add", "sub", "mul", "div", "matmul", "neg", "cumsum", "clamp",
                                "clamp_min", "clamp_max", "exp", "log", "sqrt", "rsqrt", "abs",
@@ -280,7 +288,7 @@ METHOD_KINDS.update(
     }
 )
 REDUCE_KINDS = ("sum", "mean", "amax", "amin", "logsumexp", "norm", "max", "min", "softmax",
-                "log_softmax", "cumsum")  # fmt: skip
+                "log_softmax", "cumsum", "argmax", "argmin")  # fmt: skip
 
 
 def _is_node(x: Any) -> bool:
@@ -359,7 +367,8 @@ def ops_of(gm: Any) -> list[Op]:
             if isinstance(op.dim, list | tuple) and len(op.dim) == 1:
                 op.dim = op.dim[0]
             op.args = args[:1]
-        elif op.kind in ("batch_norm", "group_norm"):
+        elif op.kind in ("batch_norm", "group_norm", "conv", "conv_transpose", "max_pool",
+                         "avg_pool"):  # fmt: skip
             op.args = args[:1]
         elif op.kind == "getitem":
             op.params = {"index": args[1] if len(args) > 1 else None}
@@ -504,10 +513,8 @@ def _row_lines(
                     f"{op.kind} must reduce the last dim of [..., {n}] rows (dim={op.dim})"
                 )
             live = lambda e, neutral: f"al.where(live, {e}, {neutral})"  # noqa: E731
-            if op.kind in ("sum", "mean"):
-                expr = f"al.sum({live(x, '0.0')}, 1)" + (
-                    f" / {float(n)!r}" if op.kind == "mean" else ""
-                )
+            if op.kind in ("sum", "mean"):  # the row length from the tensors (`ncols`)
+                expr = f"al.sum({live(x, '0.0')}, 1)" + (" / ncols" if op.kind == "mean" else "")
             elif op.kind == "amax":
                 expr = f"al.max({live(x, REDUCTIONS['amax'])}, 1)"
             elif op.kind == "amin":
@@ -650,6 +657,10 @@ def match(gm: Any, task: str) -> Emission:
     try:
         if ops and not isinstance(result, tuple | list):
             first = ops[0].kind
+            if first in ("conv", "conv_transpose"):
+                return _conv(gm, ops, inputs, result, task, names)
+            if first in ("max_pool", "avg_pool"):
+                return _pool(gm, ops, inputs, result, task, names)
             if first in ("matmul", "linear") or (
                 first == "transpose" and any(o.kind in ("matmul", "linear") for o in ops)
             ):
@@ -658,10 +669,22 @@ def match(gm: Any, task: str) -> Emission:
             if (first in ("softmax", "sum", "mean") and len(ops) == 1 and x0 in inputs
                     and _is_last_dim(ops[0].dim, len(_shape(x0))) and not ops[0].keepdim):  # fmt: skip
                 return _rowwise(ops[0], inputs, task, names)
-            if len(ops) <= 2 and first in ("sum", "mean", "amax", "amin") and ops[0].dim in (1, -2) \
+            if len(ops) <= 2 and first in ("sum", "mean", "amax", "amin", "argmax", "argmin") \
+                    and ops[0].dim in (1, -2) \
                     and len(_shape(ops[0].args[0])) == 3:  # fmt: skip
                 if len(ops) == 1 or (ops[1].kind == "getitem" and ops[1].params.get("index") == 0):
                     return _midreduce(ops[0], inputs, task, names)
+            x0_ = ops[0].args[0] if ops[0].args else None
+            if len(_shape(x0_)) >= 3 and any(
+                (o.kind in REDUCTIONS or o.kind in ROW_OPS) and o.dim in (1, 1 - len(_shape(x0_)))
+                or (o.kind == "batch_norm" and o.module is not None
+                    and type(o.module).__name__ != "BatchNorm1d")
+                for o in ops
+            ):  # fmt: skip
+                return _chanprog(gm, ops, inputs, result, task, names)
+            if ops[-1].kind in ("sum", "mean") and ops[-1].dim is None and result is ops[-1].node \
+                    and all(o.kind in ELEMENTWISE for o in ops[:-1]):  # fmt: skip
+                return _fullreduce(ops, inputs, result, task, names)
             if all(o.kind in ELEMENTWISE for o in ops):
                 return _elementwise(ops, inputs, result, task, names)
             if all(o.kind in ELEMENTWISE or o.kind in REDUCTIONS or o.kind in ROW_OPS
@@ -867,15 +890,20 @@ def _midreduce(op: Op, inputs, task, names) -> Emission:
     if x not in inputs or len(shape) != 3 or op.dim not in (1, -2):
         raise NoTemplate(f"{op.kind} over dim {op.dim} of {shape}: only the middle dim of 3-D")
     a, r, c = shape
-    reduce = {"sum": "al.sum(t, 1)", "mean": f"al.sum(t, 1) / {float(r)!r}",
-              "amax": "al.max(t, 1)", "amin": "al.min(t, 1)"}  # fmt: skip
+    # argmax/argmin: the first index holding the extreme value (as PyTorch), rows past R
+    # read the neutral value and carry index BR, so they never win
+    first = "al.min(al.where(t.eq(al.{0}(t, 1)[:, None, :]), r, BR), 1)"
+    reduce = {"sum": "al.sum(t, 1)", "mean": "al.sum(t, 1) / x.shape[1]",
+              "amax": "al.max(t, 1)", "amin": "al.min(t, 1)", "argmax": first.format("max"),
+              "argmin": first.format("min")}  # fmt: skip
     if op.kind not in reduce:
         raise NoTemplate(f"{op.kind} over a middle dim; valid: {', '.join(reduce)}")
     # keepdim's [A, 1, C] output is passed as its [A, C] row-major view
     y_param, y_view = 'y: al.Tensor["A", "C"]', "y.tile(1, BC)[pa, pc]"
     source = _fill(
         "midreduce", TASK=task, WHAT=f"{op.kind}(x, dim=1, keepdim={op.keepdim})", ENTRY=ENTRY,
-        Y_PARAM=y_param, NEUTRAL=REDUCTIONS[op.kind], REDUCE=op.kind, EXPR=reduce[op.kind],
+        Y_PARAM=y_param, NEUTRAL={**REDUCTIONS, **ARG_NEUTRAL}[op.kind], REDUCE=op.kind,
+        EXPR=reduce[op.kind],
         Y_VIEW=y_view,
     )  # fmt: skip
     binding = {"x": {"from": "input", "index": inputs.index(x)}, "y": {"from": "output"}}
@@ -957,13 +985,13 @@ def _matmul_rows(gm, core, rest, inputs, result, task, names, binding, vectors, 
 
 # what an emitted kernel may call: the DSL (`al.*`), tile/view methods, and float() for
 # constants; anything else (torch.*, F.*, a library) is compute outside the DSL
-KERNEL_METHODS = frozenset({"tile", "to"})
+KERNEL_METHODS = frozenset({"tile", "to", "rows", "eq"})
 KERNEL_BUILTINS = frozenset({"float"})
 
 
 def library_calls(source: str) -> list[str]:
     """Every call in an emitted kernel module that is not the DSL's: a call `al.<op>`, a
-    tile method (`.tile`, `.to`) or `float(...)` is allowed; anything else is listed as it
+    tile method (`.tile`, `.to`, `.rows`, `.eq`) or `float(...)` is allowed; anything else is listed as it
     is written (`torch.matmul`, `F.gelu`), with its line."""
     import ast
 
@@ -986,3 +1014,471 @@ def library_calls(source: str) -> list[str]:
             continue
         bad.append(f"line {node.lineno}: {ast.unparse(f)}")
     return bad
+
+
+# ----------------------------------------------------------------------------- convolutions
+def _pow2_divisor(n: int, cap: int) -> int:
+    """The largest power of two dividing n, at most cap."""
+    d = 1
+    while d * 2 <= cap and n % (d * 2) == 0:
+        d *= 2
+    return d
+
+
+def _conv(gm, ops, inputs, result, task, names) -> Emission:
+    """nn.Conv{1,2,3}d / nn.ConvTranspose{1,2,3}d of a forward input (stride, padding,
+    dilation, groups, output_padding), then an elementwise epilogue of constants, per-channel
+    vectors ([OC], [OC, 1, ...] parameters or inputs), scalars and BatchNorm in eval."""
+    core, rest = ops[0], ops[1:]
+    mod = core.module
+    x_node = core.args[0]
+    if x_node not in inputs:
+        raise NoTemplate("the convolution's input must be a forward input")
+    transposed = core.kind == "conv_transpose"
+    if getattr(mod, "padding_mode", "zeros") != "zeros" or isinstance(mod.padding, str):
+        raise NoTemplate(f"conv padding {mod.padding!r} / mode {mod.padding_mode!r}: only "
+                         "explicit zero padding")  # fmt: skip
+    xs, ys = _shape(x_node), _shape(core.node)
+    nd = len(xs) - 2
+    if nd not in (1, 2, 3) or len(ys) != nd + 2:
+        raise NoTemplate(f"conv of a {len(xs)}-D input: only batched 1-3-D convolutions")
+    cin, cout, groups = mod.in_channels, mod.out_channels, mod.groups
+    icg, ocg = cin // groups, cout // groups
+    # spatial extents are read from the tensors (a trial may change them); the channels,
+    # kernel, stride, padding, dilation and groups are the Model's (its weights fix them)
+    ins = [f"xs.shape[{2 + j}]" for j in range(nd)]
+    outs = [f"ys.shape[{2 + j}]" for j in range(nd)]
+    ks, st, pd, dl = (
+        list(getattr(mod, a)) for a in ("kernel_size", "stride", "padding", "dilation")
+    )
+    bc = min(_np2(ocg), 64)
+    if _chan_reduces(rest, len(ys)):  # one block spans every channel
+        if groups != 1 or cout > 256:
+            raise NoTemplate(f"a reduction over the channels of a conv of {cout} channels in "
+                             f"{groups} groups: only ungrouped, at most 256 channels")  # fmt: skip
+        bc = _np2(cout)
+    bk = min(_np2(icg), 32)
+    kch = -(-icg // bk)
+    g = groups
+    binding: dict[str, dict[str, Any]] = {
+        "x": {"from": "input", "index": inputs.index(x_node), "view": f"ngsc:{g}"},
+        "w": {"from": "param", "attr": f"{core.attr}.weight",
+              "view": f"w_convT:{g}" if transposed else f"w_conv:{g}"},
+    }  # fmt: skip
+    coords = []  # output coordinates of each position p (row-major over the spatial dims)
+    for j in range(nd):
+        inner = " * ".join(outs[j + 1 :])
+        e = f"p // ({inner})" if inner else "p"
+        coords.append(f"    o{j} = {e} % {outs[j]}\n" if j else f"    o{j} = {e}\n")
+    # one loop over (kernel tap, channel chunk) pairs: nested loops would carry acc twice
+    ind = "        "
+    lines = [f"    for kk in al.range({math.prod(ks) * kch}):\n"]
+    tap = f"kk // {kch}" if kch > 1 else "kk"
+    lines.append(f"{ind}k = kk % {kch}\n" if kch > 1 else f"{ind}k = 0\n")
+    for j in range(nd):
+        inner_k = math.prod(ks[j + 1 :])
+        e = f"({tap}) // {inner_k}" if inner_k > 1 else f"({tap})"
+        lines.append(f"{ind}t{j} = {e} % {ks[j]}\n" if j else f"{ind}t{j} = {e}\n")
+    ok = ["inrow"]
+    srcq = []  # the same input position as a function of an output position q (ghost)
+    for j in range(nd):
+        inner = " * ".join(outs[j + 1 :])
+        oq = f"(q // ({inner}))" if inner else "q"
+        oq = f"({oq} % {outs[j]})" if j else oq
+        if not transposed:
+            lines.append(f"{ind}s{j} = o{j} * {st[j]} + (t{j} * {dl[j]} - {pd[j]})\n")
+            ok += [f"(s{j} >= 0)", f"(s{j} < {ins[j]})"]
+            srcq.append(f"({oq} * {st[j]} + (t{j} * {dl[j]} - {pd[j]}))")
+        else:  # output o receives input i where o = i * stride - pad + t * dil
+            lines.append(f"{ind}q{j} = o{j} + ({pd[j]} - t{j} * {dl[j]})\n")
+            lines.append(f"{ind}s{j} = q{j} // {st[j]}\n" if st[j] > 1 else f"{ind}s{j} = q{j}\n")
+            ok += [f"(q{j} >= 0)", f"(s{j} < {ins[j]})"]
+            if st[j] > 1:
+                ok.append(f"((q{j} % {st[j]}).eq(0))")
+            srcq.append(f"(({oq} + ({pd[j]} - t{j} * {dl[j]})) // {st[j]})")
+    src, source_q = "s0", srcq[0]
+    for j in range(1, nd):
+        src = f"({src}) * {ins[j]} + s{j}"
+        source_q = f"({source_q}) * {ins[j]} + {srcq[j]}"
+    lines.append(f"{ind}ok = {' & '.join(ok)}\n")
+    lines.append(f"{ind}src = {src}\n")
+    # ghost: row r of the gathered block is the input row of output position p[r] at this
+    # tap; the verifier checks that and relabels the row p[r], so every tap's product
+    # accumulates into the output element it is for
+    lines.append(f"{ind}a = al.rows_for(al.load(x[pz // {g}, pz % {g}].rows(src).tile(BK)[k], "
+                 f"mask=ok), p, lambda q: {source_q})\n")  # fmt: skip
+    lines.append(f"{ind}b = al.load(w[{tap}, pz % {g}].tile(BK, BC)[k, pc])\n")
+    lines.append(f"{ind}acc = al.dot(a.to(al.f32), b.to(al.f32), acc)\n")
+
+    epilogue, more, y_param, y_view, vec_params, kind = _chan_epilogue(
+        gm,
+        core.node,
+        rest,
+        inputs,
+        result,
+        ys,
+        cout,
+        g,
+        binding,
+        f"{core.attr}.bias" if mod.bias is not None else None,
+    )
+    # the Model's channels and kernel fix these extents (the weights have them)
+    facts = [f"x.shape[1].eq({g})", f"x.shape[3].eq({icg})", f"xs.shape[1].eq({cin})",
+             f"ys.shape[1].eq({cout})", f"w.shape[0].eq({math.prod(ks)})",
+             f"w.shape[1].eq({g})", f"w.shape[2].eq({icg})", f"w.shape[3].eq({ocg})"]  # fmt: skip
+    coords = [f"    al.requires({f})\n" for f in facts] + more + coords
+    binding["xs"] = {"from": "input", "index": inputs.index(x_node)}  # its extents only
+    geometry = ", ".join(f"k{ks[j]} s{st[j]} p{pd[j]} d{dl[j]}" for j in range(nd))
+    source = _fill(
+        "conv", TASK=task, WHAT=" -> ".join(names), KIND=type(mod).__name__, ENTRY=ENTRY,
+        GEOMETRY=f"{geometry}, groups {groups}",
+        STRIDED=", or a stride the tap does not land on" if transposed else "",
+        VEC_PARAMS=vec_params, XS=", ".join(f'"I{j}"' for j in range(nd)),
+        YS=", ".join(f'"O{j}"' for j in range(nd)), COORDS="".join(coords),
+        LOOPS="".join(lines), EPILOGUE="".join(epilogue), G=str(g), Y_PARAM=y_param,
+        Y_VIEW=y_view, P=" * ".join(outs), OCG=str(ocg),
+    )  # fmt: skip
+    p = math.prod(ys[2:])
+    tiles = {"BP": [t for t in (128, 64, 256, 32, 512, 1024) if t <= _np2(p)] or [16],
+             "BC": [bc], "BK": [bk]}  # fmt: skip
+    shape = {"M": ys[0] * p, "N": cout, "K": icg * math.prod(ks)}
+    return Emission("conv", source, ENTRY, tiles, binding, shape, names)
+
+
+def _chan_reduces(ops: list[Op], rank: int) -> bool:
+    """Whether `ops` reduce over dim 1 (the channels) of a [N, C, *S] result."""
+    return any(o.kind in REDUCTIONS or o.kind in ROW_OPS for o in ops)
+
+
+def _chan_lines(ops, start, acc, operand, vector, full, channels):
+    """DSL lines of a channels-last epilogue over a [BP, BC] block of [N, C, *S] results
+    `full` (rows: positions, columns: channels): elementwise ops, BatchNorm in eval, and
+    reductions or softmax over dim 1 (the block's columns; `clive` masks the columns past
+    `channels`). Returns (lines, env): env maps each computed node to (name, kind), kind
+    "full" or "row" (one value per position: [N, 1, *S] with keepdim, or [N, *S])."""
+    rank = len(full)
+    keep = full[:1] + (1,) + full[2:]
+    rows = {keep, full[:1] + full[2:]}
+    env: dict[Any, tuple[str, str]] = {start: (acc, "full")}
+    lines: list[str] = []
+
+    def value(a: Any) -> tuple[str, str]:
+        c = _const(a)
+        if c is not None:
+            return c, "const"
+        if a in env:
+            return env[a]
+        name = operand(a)
+        return name, "const" if name.startswith("sc") else "full"  # a scalar broadcasts
+
+    for i, op in enumerate(ops):
+        out = f"e{i}"
+        if op.kind == "getitem":
+            if op.args[0] not in env or op.params.get("index") != 0:
+                raise NoTemplate("only the values ([0]) of max/min over a dim are supported")
+            if _shape(op.node) not in rows:
+                raise NoTemplate(f"max/min over the channels gives {_shape(op.node)}")
+            env[op.node] = env[op.args[0]]
+            continue
+        if op.kind == "batch_norm":
+            x, kind = value(op.args[0])
+            mod = op.module
+            if kind != "full" or mod is None or getattr(mod, "num_features", None) != channels:
+                raise NoTemplate("batch_norm after a conv must normalize its channels")
+            lines.append(f"    {out} = {_batch_norm(op, x, vector)}\n")
+            env[op.node] = (out, "full")
+            continue
+        if op.kind in REDUCTIONS or op.kind in ROW_OPS:
+            x, kind = value(op.args[0])
+            if kind != "full" or op.dim not in (1, 1 - rank):
+                raise NoTemplate(f"{op.kind} over dim {op.dim} after a conv: only over the "
+                                 "channels (dim 1)")  # fmt: skip
+            live = lambda e, neutral: f"al.where(clive, {e}, {neutral})"  # noqa: E731
+            if op.kind in ("sum", "mean"):
+                expr = f"al.sum({live(x, '0.0')}, 1)" + (
+                    f" / {float(channels)!r}" if op.kind == "mean" else ""
+                )
+            elif op.kind in ("amax", "amin"):
+                fn = "max" if op.kind == "amax" else "min"
+                expr = f"al.{fn}({live(x, REDUCTIONS[op.kind])}, 1)"
+            elif op.kind == "norm":
+                raise NoTemplate("norm over the channels of a conv is not supported")
+            else:
+                lines.append(f"    {out}_m = al.max({live(x, REDUCTIONS['amax'])}, 1)\n")
+                lines.append(
+                    f"    {out}_s = al.sum({live(f'al.exp({x} - {out}_m[:, None])', '0.0')}, 1)\n"
+                )
+                expr = {
+                    "logsumexp": f"{out}_m + al.log({out}_s)",
+                    "softmax": f"al.exp({x} - {out}_m[:, None]) / {out}_s[:, None]",
+                    "log_softmax": f"{x} - {out}_m[:, None] - al.log({out}_s)[:, None]",
+                }[op.kind]
+            shape = "full" if op.kind in ROW_OPS else "row"
+            want = {full} if shape == "full" else rows
+        elif op.kind in ELEMENTWISE:
+            vals = [value(a) for a in op.args]
+            kinds = {k for _, k in vals}
+            shape = "full" if "full" in kinds else "row" if "row" in kinds else "const"
+            if shape == "const":
+                raise NoTemplate(f"{op.kind} of constants only")
+            names_ = []
+            for (v, k), a in zip(vals, op.args):
+                if k == "row" and shape == "full":
+                    if _shape(a) != keep:  # PyTorch broadcasts [N, 1, *S] along the channels
+                        raise NoTemplate(f"{op.kind} broadcasts {_shape(a)} against {full}")
+                    v = f"{v}[:, None]"
+                names_.append(v)
+            expr = _elementwise_expr(op, names_)
+            want = {full} if shape == "full" else rows
+        else:
+            raise NoTemplate(f"{op.kind} after a convolution is not fused yet (elementwise "
+                             "epilogues, BatchNorm in eval and reductions over the channels are)")  # fmt: skip
+        if not op.tuple_out and _shape(op.node) not in want:
+            raise NoTemplate(f"{op.kind} gives shape {_shape(op.node)}, not {full} or its rows")
+        lines.append(f"    {out} = {expr}\n")
+        env[op.node] = (out, shape)
+    return lines, env
+
+
+def _chan_epilogue(gm, start, rest, inputs, result, ys, cout, g, binding, bias=None):
+    """The fused channels-last epilogue of a [BP, BC] block `acc` of the [N, C, *S] result
+    `start` (`_chan_lines`): operands are constants, scalars, per-channel vectors ([C],
+    [C, 1, ...]: the [G, C/G] view) and tensors of the output's shape (its channels-last
+    view); `bias` names a parameter added first. Returns (epilogue lines, coordinate lines
+    (the output's facts, `clive`), y parameter, y view, vector parameters, kind)."""
+    ocg = cout // g
+    # the fused epilogue over the [BP, BC] block: channel vectors broadcast along positions
+    vectors: list[str] = []
+    scalars: list[str] = []
+    fulls: list[str] = []
+    loads: list[str] = []
+
+    def vector(src_: dict[str, Any]) -> str:
+        name = f"vec{len(vectors)}"
+        vectors.append(name)
+        binding[name] = {**src_, "view": f"go:{g}"}
+        loads.append(f"    {name}_t = al.load({name}[pz % {g}].tile(BC)[pc]).to(al.f32)[None, :]\n")
+        return f"{name}_t"
+
+    def channel_vector(shape: tuple[int, ...]) -> bool:
+        full = (1,) * (len(ys) - len(shape)) + tuple(shape)
+        return len(full) == len(ys) and all(
+            s == 1 or (d == 1 and s == cout) for d, s in enumerate(full)
+        ) and math.prod(shape) == cout  # fmt: skip
+
+    def operand(node: Any) -> str:
+        src_ = {"from": "input", "index": inputs.index(node)} if node in inputs else None
+        src_ = src_ or _param_binding(gm, node)
+        shape = _shape(node)
+        if src_ is not None and shape and math.prod(shape) == 1:
+            name = f"sc{len(scalars)}"
+            scalars.append(name)
+            binding[name] = {**src_, "view": "1d"}
+            loads.append(f"    {name}_t = al.load_scalar({name}, 0)\n")
+            return f"{name}_t"
+        if src_ is not None and channel_vector(shape):
+            return vector(src_)
+        if src_ is not None and shape == ys:  # a tensor of the output's shape, same view
+            name = f"full{len(fulls)}"
+            fulls.append(name)
+            binding[name] = {**src_, "view": f"ngsc:{g}"}
+            loads.append(f"    {name}_t = al.load({name}[pz // {g}, pz % {g}]"
+                         ".tile(BP, BC)[pp, pc]).to(al.f32)\n")  # fmt: skip
+            return f"{name}_t"
+        raise NoTemplate(f"epilogue operand {node} of shape {shape} is neither a constant, a "
+                         f"scalar, a per-channel vector of {cout} nor of the output's shape")  # fmt: skip
+
+    if bias is not None:
+        vector({"from": "param", "attr": bias})
+        loads.append("    acc = acc + vec0_t\n")
+    chain, env = _chan_lines(rest, start, "acc", operand, vector, ys, cout)
+    if result not in env or env[result][1] == "const":
+        raise NoTemplate("the forward's result is not computed by the channel program")
+    res, kind = env[result]
+    epilogue = loads + chain + [f"    out = {res}\n"]
+    facts = (
+        [f"y.shape[1].eq({g})", f"y.shape[3].eq({ocg})", "y.shape[2].eq(P)"]
+        if kind == "full"
+        else ["y.shape[1].eq(1)", "y.shape[2].eq(P)"]
+    )
+    facts.append("y.shape[0].eq(ys.shape[0])")  # fmt: skip
+    coords = [f"    al.requires({f})\n" for f in facts]
+    if _chan_reduces(rest, len(ys)):
+        coords.append("    _, col = al.indices((BP, BC))\n")
+        coords.append(f"    clive = col < {cout}\n")
+    if kind == "full":
+        binding["y"] = {"from": "output", "view": f"ngsc:{g}"}
+        y_param, y_view = (
+            'y: al.Tensor["N", "G", "P", "OCG"]',
+            f"y[pz // {g}, pz % {g}].tile(BP, BC)[pp, pc]",
+        )
+    else:  # reduced over the channels: [N, 1, P]
+        binding["y"] = {"from": "output", "view": "n1s"}
+        y_param, y_view = 'y: al.Tensor["N", "ONE", "P"]', "y[pz, 0].tile(BP)[pp]"
+    binding["ys"] = {"from": "output"}
+    vec_params = "".join(f' {v}: al.Tensor["G", "OCG"],' for v in vectors)
+    vec_params += "".join(f' {v}: al.Tensor["S{j}"],' for j, v in enumerate(scalars))
+    vec_params += "".join(f' {v}: al.Tensor["N", "G", "P", "OCG"],' for v in fulls)
+    return epilogue, coords, y_param, y_view, vec_params, kind
+
+
+def _chanprog(gm, ops, inputs, result, task, names) -> Emission:
+    """A channel program over an [N, C, *S] forward input: ops that reduce over its channels
+    (dim 1), BatchNorm2d/3d in eval, and elementwise ops (`_chan_lines`)."""
+    x_node = ops[0].args[0]
+    xs = _shape(x_node)
+    if x_node not in inputs or len(xs) < 3:
+        raise NoTemplate("a channel program starts from an [N, C, *S] forward input")
+    cout = xs[1]
+    if cout > 256:
+        raise NoTemplate(f"a channel program over {cout} channels: at most 256")
+    binding: dict[str, dict[str, Any]] = {
+        "x": {"from": "input", "index": inputs.index(x_node), "view": "ngsc:1"}
+    }
+    start = x_node
+    epilogue, more, y_param, y_view, vec_params, _ = _chan_epilogue(
+        gm, start, ops, inputs, result, xs, cout, 1, binding
+    )
+    facts = ["x.shape[1].eq(1)", f"x.shape[3].eq({cout})", f"ys.shape[1].eq({cout})",
+             "x.shape[0].eq(ys.shape[0])", "x.shape[2].eq(P)"]  # fmt: skip
+    coords = [f"    al.requires({f})\n" for f in facts] + more
+    binding["ys"] = {"from": "input", "index": inputs.index(x_node)}  # its extents only
+    nd = len(xs) - 2
+    source = _fill(
+        "chanprog", TASK=task, WHAT=" -> ".join(names), ENTRY=ENTRY, VEC_PARAMS=vec_params,
+        Y_PARAM=y_param, YS=", ".join(f'"O{j}"' for j in range(nd)),
+        P=" * ".join(f"ys.shape[{2 + j}]" for j in range(nd)), OCG=str(cout),
+        COORDS="".join(coords), EPILOGUE="".join(epilogue), Y_VIEW=y_view,
+    )  # fmt: skip
+    bc = _np2(cout)
+    p = math.prod(xs[2:])
+    tiles = {"BP": [t for t in (64, 128, 32, 256, 16) if t <= _np2(p) and t * bc <= 32768] or [16],
+             "BC": [bc]}  # fmt: skip
+    return Emission("chanprog", source, ENTRY, tiles, binding, {"M": xs[0] * p, "N": cout}, names)
+
+
+def _pool(gm, ops, inputs, result, task, names) -> Emission:
+    """nn.MaxPool{1,2,3}d / nn.AvgPool{1,2,3}d of a forward input (kernel, stride, padding,
+    dilation, ceil_mode for max; count_include_pad and divisor_override for avg), then the
+    channels-last epilogue (`_chan_epilogue`)."""
+    core, rest = ops[0], ops[1:]
+    mod = core.module
+    x_node = core.args[0]
+    xs, ys = _shape(x_node), _shape(core.node)
+    nd = len(xs) - 2
+    if x_node not in inputs or nd not in (1, 2, 3) or len(ys) != len(xs):
+        raise NoTemplate("pooling of a batched [N, C, *S] forward input (1-3 spatial dims)")
+    is_max = core.kind == "max_pool"
+
+    def per_dim(v: Any) -> list[int]:
+        return list(v) if isinstance(v, list | tuple) else [int(v)] * nd
+
+    ks = per_dim(mod.kernel_size)
+    st = per_dim(mod.stride if mod.stride is not None else mod.kernel_size)
+    pd = per_dim(mod.padding)
+    dl = per_dim(getattr(mod, "dilation", 1))
+    if is_max and getattr(mod, "return_indices", False):
+        raise NoTemplate("max pooling with return_indices")
+    divisor = float(math.prod(ks))
+    if not is_max:
+        if mod.ceil_mode or not mod.count_include_pad:
+            raise NoTemplate("avg pooling with ceil_mode or count_include_pad=False")
+        if getattr(mod, "divisor_override", None):  # AvgPool1d has none
+            divisor = float(mod.divisor_override)
+    cout = xs[1]
+    bc = min(_np2(cout), 64)
+    if _chan_reduces(rest, len(ys)):
+        if cout > 256:
+            raise NoTemplate(f"a reduction over {cout} channels: at most 256")
+        bc = _np2(cout)
+    ins = [f"xs.shape[{2 + j}]" for j in range(nd)]
+    outs = [f"ys.shape[{2 + j}]" for j in range(nd)]
+    coords = []
+    for j in range(nd):
+        inner = " * ".join(outs[j + 1 :])
+        e = f"p // ({inner})" if inner else "p"
+        coords.append(f"    o{j} = {e} % {outs[j]}\n" if j else f"    o{j} = {e}\n")
+    ind = "        "
+    lines = [f"    for kk in al.range({math.prod(ks)}):\n"]
+    ok, srcq = ["inrow"], []
+    for j in range(nd):
+        inner_k = math.prod(ks[j + 1 :])
+        e = f"kk // {inner_k}" if inner_k > 1 else "kk"
+        lines.append(f"{ind}t{j} = ({e}) % {ks[j]}\n" if j else f"{ind}t{j} = {e}\n")
+        lines.append(f"{ind}s{j} = o{j} * {st[j]} + (t{j} * {dl[j]} - {pd[j]})\n")
+        ok += [f"(s{j} >= 0)", f"(s{j} < {ins[j]})"]
+        inner = " * ".join(outs[j + 1 :])
+        oq = f"(q // ({inner}))" if inner else "q"
+        oq = f"({oq} % {outs[j]})" if j else oq
+        srcq.append(f"({oq} * {st[j]} + (t{j} * {dl[j]} - {pd[j]}))")
+    src, source_q = "s0", srcq[0]
+    for j in range(1, nd):
+        src = f"({src}) * {ins[j]} + s{j}"
+        source_q = f"({source_q}) * {ins[j]} + {srcq[j]}"
+    neutral = 'float("-inf")' if is_max else "0.0"
+    lines.append(f"{ind}ok = {' & '.join(ok)}\n")
+    lines.append(f"{ind}src = {src}\n")
+    lines.append(f"{ind}a = al.rows_for(al.load(x[pz, 0].rows(src).tile(BC)[pc], mask=ok, "
+                 f"other={neutral}).to(al.f32), p, lambda q: {source_q})\n")  # fmt: skip
+    lines.append(f"{ind}acc = " + ("al.maximum(acc, a)\n" if is_max else "acc + a\n"))
+    if not is_max:
+        lines.append(f"    acc = acc / {divisor!r}\n")
+    binding: dict[str, dict[str, Any]] = {
+        "x": {"from": "input", "index": inputs.index(x_node), "view": "ngsc:1"},
+        "xs": {"from": "input", "index": inputs.index(x_node)},  # its extents only
+    }
+    epilogue, more, y_param, y_view, vec_params, _ = _chan_epilogue(
+        gm, core.node, rest, inputs, result, ys, cout, 1, binding
+    )
+    facts = ["x.shape[1].eq(1)", f"x.shape[3].eq({cout})", f"xs.shape[1].eq({cout})",
+             f"ys.shape[1].eq({cout})", "x.shape[0].eq(ys.shape[0])"]  # fmt: skip
+    coords = [f"    al.requires({f})\n" for f in facts] + more + coords
+    geometry = ", ".join(f"k{ks[j]} s{st[j]} p{pd[j]} d{dl[j]}" for j in range(nd))
+    source = _fill(
+        "pool", TASK=task, WHAT=" -> ".join(names), KIND=type(mod).__name__, ENTRY=ENTRY,
+        GEOMETRY=geometry, NEUTRAL_NAME="-inf" if is_max else "0 (counted, as PyTorch's "
+        "count_include_pad)", VEC_PARAMS=vec_params, Y_PARAM=y_param,
+        XS=", ".join(f'"I{j}"' for j in range(nd)), YS=", ".join(f'"O{j}"' for j in range(nd)),
+        P=" * ".join(outs), OCG=str(cout), COORDS="".join(coords), INIT=neutral,
+        LOOPS="".join(lines), EPILOGUE="".join(epilogue), Y_VIEW=y_view,
+    )  # fmt: skip
+    p = math.prod(ys[2:])
+    tiles = {"BP": [t for t in (64, 128, 32, 256, 16) if t <= _np2(p) and t * bc <= 32768] or [16],
+             "BC": [bc]}  # fmt: skip
+    return Emission("pool", source, ENTRY, tiles, binding, {"M": xs[0] * p, "N": cout}, names)
+
+
+def _fullreduce(ops, inputs, result, task, names) -> Emission:
+    """sum or mean over every element of an elementwise chain of same-shaped forward inputs
+    (`torch.mean((a - b) ** 2)`, a hinge loss): one program, a running total."""
+    red, chain = ops[-1], ops[:-1]
+    x = red.args[0]
+    shape = _shape(x)
+    used = [n for n in inputs if any(n in o.args for o in ops)]
+    if not shape or any(_shape(n) != shape for n in used) or not used:
+        raise NoTemplate(f"a whole-tensor {red.kind} needs inputs of one shape {shape}")
+    env = {n: f"v{i}" for i, n in enumerate(used)}
+
+    def operand(node: Any) -> str:
+        raise NoTemplate(f"operand {node} is not a forward input or a constant")
+
+    body = [
+        f"        v{i} = al.load(x{i}.tile(ROWS, BC)[r, 0]).to(al.f32)\n" for i in range(len(used))
+    ]
+    body += ["    " + ln for ln in _chain(chain, env, operand)]
+    binding = {
+        f"x{i}": {"from": "input", "index": inputs.index(n), "view": "2d"}
+        for i, n in enumerate(used)
+    }
+    binding["y"] = {"from": "output", "view": "1d"}
+    params = ", ".join(f'x{i}: al.Tensor["R", "C"]' for i in range(len(used)))
+    scale = " / (x0.shape[0] * x0.shape[1])" if red.kind == "mean" else ""
+    source = _fill(
+        "fullreduce", TASK=task, WHAT=" -> ".join(names), ENTRY=ENTRY, PARAMS=params, X0="x0",
+        BODY="".join(body), VALUE=env[x], SCALE=scale,
+    )  # fmt: skip
+    c = shape[-1] if len(shape) > 1 else shape[0]
+    rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
+    bc = _np2(c)
+    tiles = {"ROWS": [r for r in (4, 1, 2, 8, 16) if r * bc <= 65536] or [1], "BC": [bc]}
+    return Emission("fullreduce", source, ENTRY, tiles, binding, {"M": rows, "N": c}, names)
