@@ -4,6 +4,11 @@
     python benchmarks/gpu_bench.py --families gemm --quick
     python benchmarks/gpu_bench.py --dry-run       # no GPU: list the cases, trace, lower and
                                                    # cross-compile one policy per family
+    python benchmarks/gpu_bench.py --space --profile --time-limit 500
+                                                   # every policy of each case's derived space
+                                                   # (planner_bench's ground truth), the best
+                                                   # under Triton's proton profiler
+    python benchmarks/gpu_bench.py --space --dry-run  # no GPU: each case's space size
 
 For each case the DSL kernel is traced and lowered at a few policies, launched through
 Triton's JIT, checked against the family's PyTorch reference at the timed shape (a wrong
@@ -277,6 +282,163 @@ def run_case(case: Case, l2_bytes: int, rep_ms: float) -> dict[str, Any]:
     return {"tried": tried, "best": best}
 
 
+# ------------------------------------------------------------------ the derived space
+# --space: every policy of each case's derived space (argus_core.planning.space), compiled in
+# parallel processes (each launches it once at the case's shape, so Triton's disk cache holds
+# it), then timed one by one in this process: the exhaustive ground truth of
+# benchmarks/planner_bench.py and the calibrated cost model's measurements.
+SPACE_KEYS = {"num_warps": "w", "num_stages": "s", "tma": "tma", "warp_specialize": "ws"}
+SPACE_KEYS["persistent"] = "persist"
+
+
+def space_policies(case: Case, backend_name: str = "h200") -> list[dict[str, int]]:
+    """The case's derived space in this file's policy form (tiles, w, s, tma, persist, ws)."""
+    import yaml
+
+    from argus_core.planning.space import derive
+
+    kernel = yaml.safe_load((ROOT / "conf" / "kernel" / f"{case.family}.yaml").read_text())
+    grid = yaml.safe_load((ROOT / "conf" / "backend" / f"{backend_name}.yaml").read_text())
+    space = derive(
+        family_of(case.family),
+        backend_named(backend_name),
+        case.shape,
+        kernel["tiles"],
+        grid["policy_grid"],
+    )
+    out = []
+    for p in space.points():
+        tiles = dict(p.tiles)
+        if case.family == "attention":
+            tiles.pop("HEAD_D", None)  # split() sets it to the case's D
+        out.append({**tiles, **{SPACE_KEYS[k]: v for k, v in p.compiler.items()}})
+    return out
+
+
+def _warm(job: tuple[str, dict[str, int], dict[str, int]]) -> dict[str, Any]:
+    """In a worker process: lower, load and launch one policy once at the case's shape (so
+    the disk cache holds its compiled kernels); the compiled kernels' registers, spills and
+    shared memory, and a digest of what runs (policies the lowering treats alike share it)."""
+    import hashlib
+
+    import torch
+
+    from argus_core.evaluate.launch import launch_args, load_kernel
+    from argus_core.types import Policy
+
+    family_name, shape, p = job
+    case = Case(family_name, "", shape, [p])
+    tiles, compiler = split(case, p)
+    try:
+        family = family_of(family_name)
+        kernels = lower_all(family, tiles, compiler)
+        opts = backend_named("h200").compiler_options(Policy(tiles, compiler))
+        digest = hashlib.sha256(
+            repr(
+                ([k.source for k in kernels], sorted(opts.items()), sorted(tiles.items()))
+            ).encode()
+        ).hexdigest()[:16]
+        fns = {k.name: (k, load_kernel(k)) for k in kernels}
+        compiled: list[Any] = []
+
+        def launch(name: str, tensors: dict[str, Any]) -> None:
+            lowered, fn = fns[name]
+            args, grid = launch_args(lowered, tensors, tiles)
+            compiled.append(fn[grid](*args, **opts))
+
+        inputs = family.make_inputs(shape, "bf16", 0, "cuda")
+        if len(kernels) > 1:
+            family.program(launch, inputs, tiles)
+        else:
+            launch(kernels[0].name, inputs)
+        torch.cuda.synchronize()
+        fields = compiled_fields(compiled)
+        del inputs
+        torch.cuda.empty_cache()
+        return {"ok": True, "digest": digest, "compile": fields}
+    except Exception as exc:
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def compiled_fields(compiled: list[Any]) -> dict[str, Any]:
+    """Registers (max), spills (sum) and shared memory (max) of the compiled kernels a
+    policy launched (Triton's CompiledKernel); {} when the launches returned none."""
+    try:
+        return {
+            "registers": max(int(k.n_regs) for k in compiled),
+            "spills": sum(int(k.n_spills) for k in compiled),
+            "shared_bytes": max(int(k.metadata.shared) for k in compiled),
+        }
+    except Exception as exc:  # a Triton whose launch returns no CompiledKernel
+        return {"fields_error": f"{type(exc).__name__}: {exc}"[:200]}
+
+
+def run_space(case: Case, l2_bytes: int, deadline: float, workers: int) -> dict[str, Any]:
+    """Every policy of the case's space: compiled in `workers` processes, then timed here
+    (policies whose lowered kernels and launch options are identical are timed once).
+    Stops timing at `deadline` (time.time()); what was not timed is counted as such."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    import torch
+
+    from argus_core.evaluate.timing import measure
+
+    if time.time() > deadline:
+        return {"tried": [], "best": None, "skipped": "--time-limit reached before this case"}
+    jobs = [(case.family, case.shape, p) for p in case.policies]
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+        warm = list(pool.map(_warm, jobs, chunksize=1))
+    family = family_of(case.family)
+    tried: list[dict[str, Any]] = []
+    base: dict[str, float] = {}
+    timed: dict[str, dict[str, Any]] = {}
+    for p, w in zip(case.policies, warm):
+        entry: dict[str, Any] = {"policy": p, **{k: v for k, v in w.items() if k != "ok"}}
+        if not w["ok"]:
+            tried.append(entry)
+            continue
+        if w["digest"] in timed:
+            twin = timed[w["digest"]]
+            entry.update({k: twin.get(k) for k in ("ms", "tflops", "gbps", "check")})
+            entry["same_as"] = twin["policy"]
+            tried.append(entry)
+            continue
+        if time.time() > deadline:
+            entry["error"] = "not timed: --time-limit reached"
+            tried.append(entry)
+            continue
+        tiles, compiler = split(case, p)
+        try:
+            kernels = lower_all(family, tiles, compiler)
+            run_on = runner(family, kernels, tiles, compiler)
+            entry.update(
+                measure(
+                    family,
+                    run_on,
+                    case.shape,
+                    "bf16",
+                    0,
+                    l2_bytes,
+                    warmup_ms=5,
+                    rep_ms=20,
+                    with_baselines=not base,
+                )
+            )
+            base = base or dict(entry.get("baselines") or {})
+            entry.pop("baselines", None)
+            timed[w["digest"]] = entry
+        except Exception as exc:
+            entry["error"] = f"{type(exc).__name__}: {exc}"[:500]
+        torch.cuda.empty_cache()
+        tried.append(entry)
+    ok = [t for t in tried if t.get("ms")]
+    best = dict(min(ok, key=lambda t: t["ms"])) if ok else None
+    if best is not None:
+        best["baselines"] = base
+    return {"tried": tried, "best": best, "baselines": base, "space_size": len(case.policies)}
+
+
 # -------------------------------------------------------------------------------- output
 
 
@@ -481,6 +643,22 @@ def main() -> int:
     ap.add_argument("--cases", default="", help="comma-separated substrings of case names")
     ap.add_argument("--quick", action="store_true", help="first policy only, shorter timing")
     ap.add_argument("--sweep", action="store_true", help="attention: all 36 policies of ATTN_SWEEP")
+    ap.add_argument(
+        "--space",
+        action="store_true",
+        help="every policy of each case's derived space (argus_core.planning.space), compiled "
+        "in parallel, timed one by one: planner_bench's ground truth",
+    )
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument(
+        "--time-limit", type=float, default=0, help="--space: stop timing after this many s"
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="after timing: each case's best policy under Triton's proton profiler, "
+        "its roofline point (argus_core.evaluate.profile)",
+    )
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "gpu_bench.json"))
     ap.add_argument(
         "--merge",
@@ -502,9 +680,16 @@ def main() -> int:
         for c in selected:
             if c.family == "attention":
                 c.policies = ATTN_SWEEP
+    if args.space:
+        for c in selected:
+            c.policies = space_policies(c)
     if args.quick:
         for c in selected:
             c.policies = c.policies[:1]
+    if args.dry_run and args.space:
+        for c in selected:
+            print(f"space {c.family:9s} {c.name:28s} {len(c.policies)} policies")
+        return 0
     if args.dry_run:
         return dry_run(selected)
     if args.mi300x_static:
@@ -539,9 +724,15 @@ def main() -> int:
     ceil = ceilings()
     meta["ceilings"] = ceil
     print(json.dumps(meta), flush=True)
+    deadline = time.time() + (args.time_limit or 1e9)
     for c in selected:
         t0 = time.perf_counter()
-        c.result = run_case(c, l2, rep_ms=40 if args.quick else 100)
+        if args.space:
+            c.result = run_space(c, l2, deadline, args.workers)
+        else:
+            c.result = run_case(c, l2, rep_ms=40 if args.quick else 100)
+        if args.profile and c.result.get("best"):
+            c.result["profile"] = profile_best(c, l2)
         best = c.result.get("best")
         got = f"{best['ms']:.4f} ms" if best else "FAILED"
         print(f"{c.family} {c.name}: {got} ({time.perf_counter() - t0:.0f}s)", flush=True)
@@ -576,6 +767,27 @@ def main() -> int:
     for line in target_lines(selected, ceil):
         print(line)
     return 0
+
+
+def profile_best(case: Case, l2_bytes: int) -> dict[str, Any]:
+    """The case's best policy run under proton (argus_core.evaluate.profile.proton_profile):
+    the GPU time proton attributes to each kernel, and the roofline point of the total."""
+    from argus_core.evaluate.profile import proton_profile, roofline_point
+
+    family = family_of(case.family)
+    best = case.result["best"]
+    tiles, compiler = split(case, best["policy"])
+    try:
+        kernels = lower_all(family, tiles, compiler)
+        run_on = runner(family, kernels, tiles, compiler)
+        inputs = family.make_inputs(case.shape, "bf16", 0, "cuda")
+        prof = proton_profile(lambda: run_on(inputs), f"{case.family}-{case.name}", repeats=20)
+        spec = backend_named("h200").spec
+        ms = prof["ms"] or best["ms"]
+        point = roofline_point(family.flops(case.shape), family.bytes(case.shape, "bf16"), ms, spec)
+        return {**prof, "roofline": point}
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
 
 
 def _own_ratio(case_result: dict[str, Any]) -> float:

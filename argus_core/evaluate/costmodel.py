@@ -22,13 +22,19 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from argus_core.costmodel.h200_fit import CALIBRATION as H200_CALIBRATION
 from argus_core.evaluate.dtypes import element_bytes
 from argus_core.target import TargetSpec
 from argus_core.types import CompileReport, Policy, TimingReport
 
-__all__ = ["estimate_time", "lds_bytes_estimate"]
+__all__ = ["analytic_time", "estimate_time", "features", "lds_bytes_estimate"]
 
 MODEL = "roofline-occupancy v1"
+CALIBRATED = "calibrated roofline-occupancy v1"
+# fitted corrections per target name, with their held-out error and rank correlation
+# (argus_core/costmodel/fit.py writes them; docs/costmodel.md); a target without one
+# (the MI300X: no measurements recorded) gets the analytic model on its spec's figures
+CALIBRATIONS: dict[str, dict[str, Any]] = {"h200": H200_CALIBRATION} if H200_CALIBRATION else {}
 ITER_OVERHEAD_INSTR = 24  # loop control, address increments, masks, waitcnt, barrier
 VECTOR_BYTES = 16  # widest per-lane load/store (dwordx4)
 REG_OVERHEAD = 48  # addresses, masks, indices beside the tiles themselves
@@ -132,7 +138,115 @@ def estimate_time(
     policy: Policy,
     report: CompileReport | None = None,
 ) -> TimingReport:
-    """Estimated time of one launch of `family`'s kernel at `shape` under `policy`.
+    """Estimated time of one launch of `family`'s kernel at `shape` under `policy`: the
+    roofline-occupancy model (`analytic_time`), corrected by the calibration fitted on
+    recorded measurements of `spec`'s device where one exists (`CALIBRATIONS`, fitted by
+    `python -m argus_core.costmodel.fit`). `model` names which, with the fit's held-out
+    error beside the figure."""
+    analytic = analytic_time(spec, family, shape, dtype, policy, report)
+    cal = CALIBRATIONS.get(spec.name)
+    if cal is None or not math.isfinite(analytic.ms) or family.name not in cal["families"]:
+        return analytic
+    feats = features(spec, family, shape, dtype, policy, report, analytic.ms)
+    log_ms = sum(cal["coef"][k] * v for k, v in feats.items())
+    ms = math.exp(log_ms)
+    flops, min_bytes = float(family.flops(shape)), float(family.bytes(shape, dtype))
+    roofline_s = max(flops / spec.peak(dtype), min_bytes / (spec.hbm_tbps * 1e12))
+    return TimingReport(
+        ms=ms,
+        estimated=True,
+        shape=dict(shape),
+        tflops=flops / (ms * 1e-3) / 1e12,
+        gbps=min_bytes / (ms * 1e-3) / 1e9,
+        pct_roofline=100.0 * roofline_s * 1e3 / ms,
+        model=f"{CALIBRATED} {spec.name}: ±{cal['error_pct']:.0f}% (held-out median error), "
+        f"Spearman {cal['spearman']:.2f} on held-out candidates",
+    )
+
+
+def features(
+    spec: TargetSpec,
+    family: Any,
+    shape: dict[str, int],
+    dtype: str,
+    policy: Policy,
+    report: CompileReport | None,
+    analytic_ms: float,
+) -> dict[str, float]:
+    """What the calibration weighs (docs/costmodel.md): the analytic model's log time; the
+    wave quantization of the grid (the last wave's idle SMs); occupancy and spills (the
+    compile report's, else estimated from the tiles); the tile shape and the compiler
+    options; one indicator per family."""
+    t = _tiling(policy)
+    comp = policy.compiler
+    e = element_bytes(dtype)
+    out = {"bias": 1.0, "log_analytic": math.log(analytic_ms)}
+    regs = _report_value(report, "registers")
+    spills = _report_value(report, "spills")
+    if t is not None:
+        regs = regs or _registers(t, e, spec)
+        if spills is None:
+            spills = max(0, regs - spec.regs_per_lane // 2)
+        problems = family.gemm_problems(shape, dict(policy.tiles)) or [shape]
+        p = problems[0]
+        if "M" in p:  # a GEMM's grid: output tiles (times split-K's ranges)
+            tiles = _ceil(p["M"], t.bm) * _ceil(p["N"], t.bn) * max(1, int(p.get("SPLIT", 1)))
+        else:  # attention's: query blocks per batch and head (BN is the inner loop's)
+            tiles = _ceil(int(p.get("S", 1)), t.bm) * int(p.get("B", 1)) * int(p.get("HQ", 1))
+        granule = 8 * _ceil(min(regs, 255), 8)
+        per_cu = max(1, (spec.regs_per_lane // granule) * spec.simds_per_cu // t.num_warps)
+        waves = tiles / (spec.cus * per_cu)
+        out["wave_eff"] = waves / math.ceil(waves) if waves > 0 else 1.0
+        out["log_waves"] = math.log(max(waves, 1e-3))
+        out["log_split"] = math.log2(max(1, int(p.get("SPLIT", 1))))
+        # bytes of A and B tiles in flight over the device (Little's law: memory-bound
+        # kernels stream at the rate their resident programs' pipelines request)
+        resident = min(tiles, spec.cus * per_cu)
+        stages = max(1, t.num_stages - 1)
+        out["log_inflight"] = math.log(resident * (t.bm + t.bn) * t.bk * e * stages)
+        out["occupancy"] = min(1.0, per_cu * t.num_warps / (spec.simds_per_cu * 4))
+        out["log_bm"], out["log_bn"] = math.log2(t.bm), math.log2(t.bn)
+        out["log_bk"] = math.log2(t.bk) if "BK" in policy.tiles else 0.0
+    out["spills"] = math.log1p(float(spills or 0))
+    out["warps8"] = float(int(comp.get("num_warps", 4)) >= 8)
+    out["stages"] = float(comp.get("num_stages", 2))
+    for name in ("tma", "persistent", "warp_specialize"):
+        out[name] = float(bool(comp.get(name)))
+    return expand(out, family.name)
+
+
+# the features whose squares and pairwise products the calibration also weighs, and which
+# it weighs once more per family (a family's own slope)
+_CORE = ("log_bm", "log_bn", "log_bk", "warps8", "stages", "tma", "persistent")
+_CORE += ("warp_specialize", "occupancy", "wave_eff", "log_inflight", "log_split", "spills")
+
+
+def expand(base: dict[str, float], family: str) -> dict[str, float]:
+    """`base` with the family's indicator, every feature times it, and the squares and
+    pairwise products of the `_CORE` features (a quadratic model in them)."""
+    out = dict(base)
+    tag = f"family_{family}"
+    out[tag] = 1.0
+    for k, v in base.items():
+        if k != "bias":
+            out[f"{tag}*{k}"] = v
+    core = [k for k in _CORE if k in base]
+    for i, a in enumerate(core):
+        for b in core[i:]:
+            out[f"{a}*{b}"] = base[a] * base[b]
+    return out
+
+
+def analytic_time(
+    spec: TargetSpec,
+    family: Any,
+    shape: dict[str, int],
+    dtype: str,
+    policy: Policy,
+    report: CompileReport | None = None,
+) -> TimingReport:
+    """The roofline-occupancy model's time of one launch of `family`'s kernel at `shape`
+    under `policy`.
 
     Uses the compile report's registers, spills, occupancy, LDS and MFMA count where it
     has them, and estimates them from the tiles otherwise. An LDS need over the CU's

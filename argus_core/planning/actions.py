@@ -7,6 +7,10 @@ An action changes a few names of a policy. Three sources:
   `action.tiles` / `action.compiler` values is one action (`num_stages: [3, 4]` gives two);
 - a **grid neighbour** (`NEIGHBOUR`): one tile constant or compiler option moved to another
   value of its list in the configs (`kernel.tiles`, the backend's `policy_grid`);
+- a **KB level** (kind `level`, status `ready`) where the backend has an explicit level
+  (`backend.explicit_target`): the policy switches to the family's explicit-level kernel
+  (`level: explicit`, every combination of the entry's `tiles` and `options` lists, all
+  other names dropped); it is offered when the family builds that kernel for the target;
 - a **KB rewrite** (kind `rewrite`, status `ready`) that has a rule in `REWRITE_RULES` and
   whose rewritten program the family's kernel module defines: it switches the candidate to
   that program and sets its constant (`split_k`: the GEMM module's `gemm_splitk` +
@@ -30,9 +34,12 @@ from typing import Any
 
 from argus_core import kb
 from argus_core.errors import ArgusError, ConfigError, choices_error
+from argus_core.ir.explicit import LEVEL_OPTION, selects_explicit
+from argus_core.planning.space import PolicySpace, derive
 from argus_core.types import Candidate, Policy
 
 NEIGHBOUR = "grid_neighbour"  # the pseudo-technique of grid-neighbour actions
+SPACE_KINDS = ("derived", "config")  # planner.options.space
 
 
 @dataclass(frozen=True)
@@ -67,8 +74,8 @@ def consistent(policy: Policy) -> bool:
 
 @dataclass(frozen=True)
 class Action:
-    """Set `tiles` and `compiler` names to these values and drop the tiles in `drop`;
-    `technique` says why."""
+    """Set `tiles` and `compiler` names to these values and drop the tiles and compiler
+    options in `drop`; `technique` says why."""
 
     technique: str
     tiles: tuple[tuple[str, int], ...] = ()
@@ -78,7 +85,8 @@ class Action:
     def apply(self, policy: Policy) -> Policy:
         """`policy` with this action's values set and `drop` removed (others unchanged)."""
         tiles = {k: v for k, v in policy.tiles.items() if k not in self.drop}
-        return Policy({**tiles, **dict(self.tiles)}, {**policy.compiler, **dict(self.compiler)})
+        compiler = {k: v for k, v in policy.compiler.items() if k not in self.drop}
+        return Policy({**tiles, **dict(self.tiles)}, {**compiler, **dict(self.compiler)})
 
     def note(self) -> str:
         """'technique: BM=16 num_stages=3', what a candidate's `note` says."""
@@ -123,7 +131,7 @@ def applicable_techniques(
     found = [
         t
         for t in found
-        if t.action.kind == "policy"
+        if t.action.kind in ("policy", "level")
         or (
             t.action.rewrite in REWRITE_RULES and family in REWRITE_RULES[t.action.rewrite].families
         )
@@ -183,25 +191,57 @@ class ActionSpace:
         self.tiles = {k: list(v) for k, v in tiles.items()}
         self.compiler = {k: list(v) for k, v in compiler.items()}
         # a technique setting a tile this kernel lacks would fail the pipeline's check
-        self.techniques = {t.id: t for t in techniques if set(t.action.tiles) <= set(self.tiles)}
+        # (a level's tiles are its explicit kernel's constants, checked by the family)
+        self.techniques = {
+            t.id: t
+            for t in techniques
+            if t.action.kind == "level" or set(t.action.tiles) <= set(self.tiles)
+        }
         self.entries: frozenset[str] = frozenset()  # kernels the family's module defines
+        # the family object, which builds a `level: explicit` policy's kernel (from_ctx)
+        self.family_impl: Any = None
+        self.policy_space: PolicySpace | None = None  # the derived space's constraints
 
     @classmethod
-    def from_ctx(cls, ctx: Mapping[str, Any], base: kb.KnowledgeBase | None = None) -> ActionSpace:
-        """The space of a planner's `ctx` (family, backend, kernel_cfg, backend_cfg)."""
+    def from_ctx(
+        cls,
+        ctx: Mapping[str, Any],
+        base: kb.KnowledgeBase | None = None,
+        space_kind: str = "derived",
+    ) -> ActionSpace:
+        """The space of a planner's `ctx` (family, backend, kernel_cfg, backend_cfg).
+        `space_kind` "derived": the tile and option lists from the target's spec and the
+        shape (`argus_core.planning.space`); "config": the kernel config's `tiles` and the
+        backend's `policy_grid` as written."""
+        if space_kind not in SPACE_KINDS:
+            raise ConfigError(choices_error("planner.options.space", space_kind, SPACE_KINDS))
         family, backend = ctx["family"], ctx["backend"]
         kernel_cfg = ctx["kernel_cfg"]
         shape = {str(k): int(v) for k, v in dict(kernel_cfg.get("shape") or {}).items()}
         base = base if base is not None else kb.load()
+        tiles = grid_lists(kernel_cfg, "tiles")
+        compiler = grid_lists(ctx["backend_cfg"], "policy_grid")
+        derived = None
+        if space_kind == "derived":
+            derived = derive(family, backend, shape, tiles, compiler)
+            tiles, compiler = derived.tiles, derived.compiler
         space = cls(
             family.name,
             backend,
             shape,
-            grid_lists(kernel_cfg, "tiles"),
-            grid_lists(ctx["backend_cfg"], "policy_grid"),
+            tiles,
+            compiler,
             applicable_techniques(base, family.name, backend.name, shape),
         )
+        if derived is not None:
+            derived.allow = ctx.get("policy_filter")  # a replay's recorded points only
+        space.policy_space = derived
         space.entries = defined_kernels(family)
+        space.family_impl = family
+        if backend.explicit_target is None:  # no explicit level on this backend
+            space.techniques = {
+                tid: t for tid, t in space.techniques.items() if t.action.kind != "level"
+            }
         # a rewrite is offered only where the family's module holds the rewritten program
         space.techniques = {
             tid: t
@@ -228,8 +268,21 @@ class ActionSpace:
         (`validate_policy` does not raise)."""
         if not consistent(policy):
             return False
+        if self.policy_space is not None and self.policy_space.allow is not None:
+            if not self.policy_space.allow(policy):
+                return False
         try:
-            self.backend.validate_policy(policy)
+            if selects_explicit(policy):  # the family builds its explicit kernel for it
+                if self.family_impl is None:
+                    return False
+                target = self.backend.check_explicit_level()
+                kernel = self.family_impl.explicit_kernel(policy, target.name, dict(self.shape))
+                if kernel.shared_bytes() > self.backend.spec.lds_bytes_per_cu:
+                    return False  # no block of it could launch
+            elif self.policy_space is not None and not self.policy_space.ok(policy):
+                return False  # the derived space's constraints (shared memory, registers)
+            else:
+                self.backend.validate_policy(policy)
         except ArgusError:
             return False
         return True
@@ -254,6 +307,9 @@ class ActionSpace:
         if tech.action.kind == "rewrite":
             yield from self._rewrite(tid, tech, policy)
             return
+        if tech.action.kind == "level":
+            yield from self._level(tid, tech, policy)
+            return
         names = [*tech.action.tiles, *tech.action.compiler]
         lists = [*tech.action.tiles.values(), *tech.action.compiler.values()]
         n_tiles = len(tech.action.tiles)
@@ -271,6 +327,21 @@ class ActionSpace:
         values = tech.action.params.get(rule.param, [])
         for v in values if isinstance(values, list) else [values]:
             action = Action(tid, tiles=((rule.adds, int(v)),), drop=rule.removes)
+            if _holds(tech, _int_values(self.shape, action.apply(policy))):
+                yield action
+
+    def _level(self, tid: str, tech: kb.Technique, policy: Policy) -> Iterable[Action]:
+        """Every combination of the entry's tiles and options, with `level` set and every
+        name of `policy` the combination does not set dropped (another kernel's names)."""
+        names = [*tech.action.tiles, *tech.action.compiler]
+        lists = [*tech.action.tiles.values(), *tech.action.compiler.values()]
+        n_tiles = len(tech.action.tiles)
+        for combo in itertools.product(*lists):
+            tiles = tuple(zip(names[:n_tiles], combo[:n_tiles]))
+            opts = ((LEVEL_OPTION, tech.action.level), *zip(names[n_tiles:], combo[n_tiles:]))
+            keep = {LEVEL_OPTION, *names}
+            drop = tuple(n for n in (*policy.tiles, *policy.compiler) if n not in keep)
+            action = Action(tid, tiles, opts, drop)
             if _holds(tech, _int_values(self.shape, action.apply(policy))):
                 yield action
 
@@ -307,6 +378,7 @@ def make_candidate(
     policy: Policy,
     action: Action | None,
     parent: str | None = None,
+    note: str | None = None,
 ) -> Candidate:
     """Candidate `c<index>` of `family`'s own kernel under `policy`; `techniques` names
     the action's technique (none for the starting policy) and `note` its parameters."""
@@ -318,5 +390,7 @@ def make_candidate(
         policy=policy,
         techniques=[action.technique] if action else [],
         parent=parent,
-        note=action.note() if action else "starting policy: the first value of every grid list",
+        note=action.note()
+        if action
+        else (note or "starting policy: the first value of every grid list"),
     )

@@ -105,6 +105,13 @@ def make_report(args: argparse.Namespace) -> int:
         from argus_core.report.plots import write_plots
 
         files += write_plots(rows, out, scope.label)
+        from argus_core.report.roofline import write_rooflines
+
+        # one per task (docs/costmodel.md), written beside the others, not logged
+        roofs, skipped = write_rooflines(rows, out)
+        notes += skipped
+        if roofs:
+            notes.append("roofline plots: " + ", ".join(p.name for p in roofs))
     except ImportError as exc:  # the table is still worth having without the figures
         notes.append(f"plots skipped: {exc} (pip install matplotlib)")
     if not args.no_mlflow:

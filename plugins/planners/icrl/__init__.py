@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from argus_core.errors import ConfigError
+from argus_core.evaluate.profile import feedback, summary_line
 from argus_core.hookspecs import hookimpl
 from argus_core.planning.actions import (
     NEIGHBOUR,
@@ -26,6 +28,7 @@ from argus_core.planning.actions import (
     planner_options,
     specificity,
 )
+from argus_core.planning.space import SWITCHES
 from argus_core.types import Candidate, CandidateResult, Policy
 from argus_plugins.planners.icrl.llm import NEW, REPAIR, LLMPolicy
 from argus_plugins.planners.icrl.values import DEFAULT_PATH, ValueTable
@@ -37,8 +40,11 @@ OPTIONS: dict[str, Any] = {
     "llm": False,
     "repair_budget": 2,
     "llm_every": 2,
+    "space": "derived",
+    "model": True,
 }
 STRATEGY = "ucb1"
+MODEL_ARM = "cost_model"  # the pseudo-technique: the space's next policy by estimated time
 
 
 def bandit_reward(result: CandidateResult, parent_ms: float | None) -> float:
@@ -59,6 +65,11 @@ def bandit_reward(result: CandidateResult, parent_ms: float | None) -> float:
     return parent_ms / ms
 
 
+def _switched_on(policy: Policy) -> set[str]:
+    """The on/off lowering options (tma, persistent, warp_specialize) `policy` turns on."""
+    return {k for k in SWITCHES if policy.compiler.get(k)}
+
+
 class IcrlSession:
     """One invocation's bandit: proposes one candidate per call, learns in `observe`."""
 
@@ -70,13 +81,23 @@ class IcrlSession:
         seed: int,
         llm: LLMPolicy | None = None,
         llm_every: int = 2,
+        estimate: Callable[[Policy], float] | None = None,
+        dtype: str = "bf16",
     ):
         self.family, self.space, self.table = family, space, table
+        # the cost model's time of a policy (options.model): it picks the starting policy
+        # (the space's best estimate) and, within the technique UCB1 chose, the action
+        self.estimate = estimate
+        self.measured: list[tuple[Policy, float]] = []  # (policy, measured ms / estimated ms)
+        # per on/off lowering option switched on: [candidates ok, candidates failed]
+        self.switch_outcomes: dict[str, list[int]] = {}
+        self.dtype = dtype
+        self.profile: dict[str, Any] | None = None  # the last timed candidate's feedback
         self.llm, self.llm_every = llm, llm_every
         self.history: list[str] = []  # one line per observed step, for the LLM's prompt
         self.to_repair: list[CandidateResult] = []  # violated LLM candidates, oldest first
         self.rng = random.Random(seed)
-        self.best_policy: Policy = space.start()
+        self.best_policy: Policy = self._start()
         self.best: CandidateResult | None = None
         self.proposed: set[str] = set()  # policy keys, never proposed twice
         self.pending: dict[str, tuple[str | None, float | None]] = {}  # id -> (arm, parent ms)
@@ -86,6 +107,56 @@ class IcrlSession:
         # techniques without a value yet are tried most specific first, grid moves last
         self.prior = {t.id: float(specificity(t, space.shape)) for t in space.techniques.values()}
         self.prior[NEIGHBOUR] = -1.0
+
+    def _start(self) -> Policy:
+        """The first value of every list; with a cost model and a derived space, the
+        space's policy of least estimated time instead."""
+        start = self.space.start()
+        if self.estimate is None or self.space.policy_space is None:
+            return start
+        points = [p for p in self.space.policy_space.points() if self.space.valid(p)]
+        return min(points, key=self._ms, default=start)
+
+    def _ms(self, policy: Policy) -> float:
+        ms = self.estimate(policy) if self.estimate is not None else math.inf
+        return ms if math.isfinite(ms) else math.inf
+
+    def _corrected(self, policy: Policy) -> float:
+        """The cost model's time corrected by what this run measured: times the measured/
+        estimated ratio of the measured policies that share the most values with it."""
+        ms = self._ms(policy)
+        if not self.measured or not math.isfinite(ms):
+            return ms
+        names = {**policy.tiles, **policy.compiler}
+
+        def shared(p: Policy) -> int:
+            return sum(1 for k, v in {**p.tiles, **p.compiler}.items() if names.get(k) == v)
+
+        most = max(shared(p) for p, _ in self.measured)
+        ratios = [r for p, r in self.measured if shared(p) == most]
+        return ms * math.exp(sum(map(math.log, ratios)) / len(ratios))
+
+    def _model_options(self, k: int = 3) -> list[tuple[Action, Policy]]:
+        """The `k` unproposed policies of the derived space of least estimated time, as
+        actions setting every value (the MODEL_ARM's options)."""
+        if self.space.policy_space is None:
+            return []
+        points = [
+            p
+            for p in self.space.policy_space.points()
+            if p.key() not in self.proposed and self.space.valid(p)
+        ]
+        points.sort(key=self._ms)
+        out = []
+        for p in points[:k]:
+            drop = tuple(
+                n
+                for n in (*self.best_policy.tiles, *self.best_policy.compiler)
+                if n not in p.tiles and n not in p.compiler
+            )
+            action = Action(MODEL_ARM, tuple(p.tiles.items()), tuple(p.compiler.items()), drop)
+            out.append((action, p))
+        return out
 
     def propose(self, n: int) -> list[Candidate]:
         """The starting policy first; then one action of the technique with the best UCB1
@@ -105,11 +176,44 @@ class IcrlSession:
             acts = [(a, p) for a, p in acts if p.key() not in self.proposed]
             if acts:
                 options[arm] = acts
+        if self.estimate is not None:
+            model = self._model_options()
+            if model:
+                options[MODEL_ARM] = model
         if not options:
             return []
+        if self.estimate is not None:
+            # with a cost model: the action of least corrected estimate over every arm,
+            # ties to the arm UCB1 ranks first; never a lowering option that has only
+            # failed on this kernel so far (Triton cannot specialize warps of every loop)
+            dead = {k for k, (ok, bad) in self.switch_outcomes.items() if bad and not ok}
+            kept = {
+                a: [(act, p) for act, p in acts if not dead & _switched_on(p)]
+                for a, acts in options.items()
+            }
+            options = {a: acts for a, acts in kept.items() if acts} or options
+            order = {a: i for i, a in enumerate(self._ucb_order(list(options)))}
+            arm, action, policy = min(
+                ((a, act, p) for a, acts in options.items() for act, p in acts),
+                key=lambda t: (self._corrected(t[2]), order[t[0]]),
+            )
+            return [self._candidate(policy, action)]
         arm = self.table.choose(list(options), self.rng, self.prior)
         action, policy = self.rng.choice(options[arm])
         return [self._candidate(policy, action)]
+
+    def arms(self) -> list[str]:
+        """The arms this session may pull: the space's, and MODEL_ARM with a cost model."""
+        return [*self.space.arms(), *([MODEL_ARM] if self.estimate is not None else [])]
+
+    def _ucb_order(self, arms: list[str]) -> list[str]:
+        """`arms` from UCB1's first choice to its last."""
+        left, out = list(arms), []
+        while left:
+            arm = self.table.choose(left, self.rng, self.prior)
+            out.append(arm)
+            left.remove(arm)
+        return out
 
     def _llm_candidate(self) -> Candidate | None:
         """A repair of the oldest violated LLM candidate if one waits; else, on every
@@ -132,7 +236,10 @@ class IcrlSession:
     def _candidate(self, policy: Policy, action: Action | None) -> Candidate:
         self.count += 1
         parent = self.best.candidate.id if self.best is not None else None
-        cand = make_candidate(self.family, self.count, policy, action, parent)
+        note = None
+        if action is None and self.estimate is not None and self.space.policy_space is not None:
+            note = "starting policy: the least estimated time of the derived space"
+        cand = make_candidate(self.family, self.count, policy, action, parent, note)
         if self.best is not None and self.best.candidate.origin == "llm":
             # the best kernel is the LLM's: tune its policy, parsed in the sandbox too
             cand.source, cand.origin = self.best.candidate.source, "llm"
@@ -150,12 +257,14 @@ class IcrlSession:
         arm, parent_ms = self.pending.pop(cid)
         self.step += 1
         reward = bandit_reward(result, parent_ms)
-        if arm is not None and arm not in (NEW, REPAIR):  # the table holds KB techniques
+        if arm is not None and arm not in (NEW, REPAIR):  # techniques, moves, the model
             self.table.update(arm, reward)
             self.table.save()
+        fb = self._feedback(result)
         self.history.append(
             f"{cid} {arm or 'start'}: reward {result.reward if result.reward is not None else 0:+.2f}"
             f" ({result.failure or 'ok'})"[:300]
+            + (f"; {summary_line(fb)}" if fb else "")
         )
         if self.llm is not None and arm in (NEW, REPAIR) and self.llm.wants_repair(result):
             self.to_repair.append(result)
@@ -165,11 +274,43 @@ class IcrlSession:
             "reward": result.reward,
             "bandit_reward": reward,
             "failure": result.failure,
+            **({"profile": fb} if fb else {}),
         }
         ms = result.timing.ms if result.ok and result.timing is not None else None
+        on = [k for k in SWITCHES if k in _switched_on(result.candidate.policy)]
+        for name in on if result.ok else on[-1:]:
+            # a failure is blamed on the last switch it turns on: the one that depends on
+            # the others (warp_specialize needs tma)
+            self.switch_outcomes.setdefault(name, [0, 0])[0 if result.ok else 1] += 1
+        if ms is not None and math.isfinite(ms) and self.estimate is not None:
+            est = self._ms(result.candidate.policy)
+            if math.isfinite(est) and est > 0:
+                self.measured.append((result.candidate.policy, ms / est))
         if ms is not None and math.isfinite(ms):
             if self.best is None or ms < self.best.timing.ms:  # type: ignore[union-attr]
                 self.best, self.best_policy = result, result.candidate.policy
+
+    def _feedback(self, result: CandidateResult) -> dict[str, Any] | None:
+        """Profiler feedback of a timed result (`argus_core.evaluate.profile.feedback`):
+        roofline point, bound, occupancy, spills; labelled MEASURED or ESTIMATE."""
+        timing = result.timing
+        if not result.ok or timing is None or not (timing.ms and math.isfinite(timing.ms)):
+            return None
+        spec = self.space.backend.spec
+        try:
+            fb = feedback(
+                self.family,
+                dict(self.space.shape),
+                self.dtype,
+                spec,
+                timing,
+                result.candidate.policy,
+                result.compile,
+            )
+        except (ValueError, ArithmeticError):
+            return None
+        self.profile = fb
+        return fb
 
     def state(self) -> dict[str, Any]:
         """Plain data for logging "value estimates over time" after each observe:
@@ -191,7 +332,7 @@ class IcrlSession:
             "values_path": str(self.table.path) if self.table.path else None,
             "step": self.step,
             "total": self.table.total(),
-            "values": self.table.to_dict(self.space.arms()),
+            "values": self.table.to_dict(self.arms()),
             "last": dict(self.last) if self.last else None,
             "best": best,
             **({"llm": self.llm.state()} if self.llm is not None else {}),
@@ -217,7 +358,17 @@ class IcrlPlanner:
                     "llm=openai, llm=anthropic, llm=local, llm=replay (or options.llm=false)"
                 )
             llm = LLMPolicy.from_ctx(ctx, int(opts["repair_budget"]))
-        space = ActionSpace.from_ctx(ctx)
+        space = ActionSpace.from_ctx(ctx, space_kind=str(opts["space"]))
+        if not isinstance(opts["model"], bool):
+            raise ConfigError(f"planner.options.model={opts['model']!r}: must be true or false")
+        estimate = None
+        if opts["model"]:
+            family, backend = ctx["family"], ctx["backend"]
+            dtype = str(ctx["kernel_cfg"].get("dtype") or "bf16")
+
+            def estimate(policy: Policy) -> float:
+                return backend.estimate(family, dict(space.shape), dtype, policy, None).ms
+
         # learn=false: the values start empty and are never saved, so a run is reproducible
         # by its seed alone, whatever the directory holds
         if not isinstance(opts["learn"], bool):
@@ -226,7 +377,14 @@ class IcrlPlanner:
         table = ValueTable(f"{space.family}/{space.backend.name}", opts["exploration"], path)
         table.load()
         return IcrlSession(
-            ctx["family"], space, table, int(ctx.get("seed", 0)), llm, int(opts["llm_every"])
+            ctx["family"],
+            space,
+            table,
+            int(ctx.get("seed", 0)),
+            llm,
+            int(opts["llm_every"]),
+            estimate,
+            str(ctx["kernel_cfg"].get("dtype") or "bf16"),
         )
 
 

@@ -240,10 +240,12 @@ class LLMPolicy:
             stage = failure_stage(violated)
             detail = ""
             c = violated.correctness
-            if stage == "correctness" and c is not None:
+            # a candidate that crashed or timed out before any comparison has no errors
+            if stage == "correctness" and c is not None and c.max_abs_err is not None:
+                rel = "n/a" if c.max_rel_err is None else f"{c.max_rel_err:.3g}"
                 detail = (
                     f"Largest errors against the PyTorch reference: abs {c.max_abs_err:.3g}, "
-                    f"rel {c.max_rel_err:.3g}.\n"
+                    f"rel {rel}.\n"
                 )
             ask = (
                 f"Your candidate {violated.candidate.id} FAILED at the {stage} stage. Its "

@@ -264,6 +264,8 @@ def test_malformed_reply_fails_its_candidate_and_the_run_goes_on(e2e, name):
             "abs 0.5",
         ),
         ("parse: <c002>:9: name not allowed in DSL code: 'open'", "parse", "'open'"),
+        # a crash before any comparison: no errors to quote (was a TypeError on None)
+        ("correctness: the worker crashed (signal 11)", "correctness", "signal 11"),
     ],
 )
 def test_failed_llm_kernel_is_repaired_from_its_error(planner_ctx, tmp_path, failure, stage, says):
@@ -279,7 +281,10 @@ def test_failed_llm_kernel_is_repaired_from_its_error(planner_ctx, tmp_path, fai
     bad = CandidateResult(candidate=first, failure=failure, reward=-0.5)
     bad.verify = VerifyReport(status="verified" if stage != "parse" else "skipped")
     if stage == "correctness":
-        bad.correctness = CorrectnessReport(ok=False, max_abs_err=0.5, max_rel_err=2.0)
+        crashed = "crashed" in failure
+        bad.correctness = CorrectnessReport(
+            ok=False, max_abs_err=None if crashed else 0.5, max_rel_err=None if crashed else 2.0
+        )
     session.observe(bad)
     (fix,) = session.propose(1)
     assert (fix.techniques, fix.parent) == (["llm-repair"], first.id)

@@ -49,8 +49,10 @@ def _run(session, steps: int) -> list[CandidateResult]:
 
 
 def _cfg(tmp_path, **options):
+    """The bandit alone (no cost model) over the configs' lists, unless options say else."""
     values = str(tmp_path / "values.json")
-    return OmegaConf.create({"name": "icrl", "options": {"values_path": values, **options}})
+    base = {"values_path": values, "model": False, "space": "config"}
+    return OmegaConf.create({"name": "icrl", "options": {**base, **options}})
 
 
 def test_icrl_learns_which_technique_pays_and_reports_its_state(planner_ctx, tmp_path):
@@ -133,3 +135,36 @@ def test_default_values_path_is_under_the_cwd(planner_ctx, tmp_path, monkeypatch
     saved = json.loads((tmp_path / ".argus" / "icrl_values.json").read_text())
     assert sum(v["count"] for v in saved["tables"]["gemm/mi300x"].values()) == 2
     assert NEIGHBOUR in session.state()["values"]
+
+
+def test_each_timed_result_gets_profiler_feedback_in_state_and_history(planner_ctx, tmp_path):
+    ctx = planner_ctx("+kernel=gemm", "backend=h200")
+    session = IcrlPlanner().create(_cfg(tmp_path), ctx)
+    results = _run(session, 3)
+    prof = session.state()["last"]["profile"]
+    assert prof["label"] == "ESTIMATE"  # the synthetic times are estimates
+    assert prof["bound"] in ("memory", "compute") and prof["tflops"] > 0
+    assert "ESTIMATE" in session.history[-1] and "-bound at" in session.history[-1]
+    failed = [r for r in results if not r.ok]
+    assert all("ESTIMATE" not in h for r, h in zip(results, session.history) if r in failed)
+
+
+def test_with_the_cost_model_the_start_is_the_space_best_estimate(planner_ctx, tmp_path):
+    ctx = planner_ctx("+kernel=gemm", "backend=h200")
+    session = IcrlPlanner().create(_cfg(tmp_path, model=True, space="derived"), ctx)
+    space = session.space
+    backend, family = ctx["backend"], ctx["family"]
+    shape = dict(space.shape)
+
+    def est(p):
+        return backend.estimate(family, shape, "bf16", p, None).ms
+
+    points = [p for p in space.policy_space.points() if space.valid(p)]
+    (first,) = session.propose(1)
+    assert est(first.policy) == min(est(p) for p in points)
+    assert "least estimated time" in first.note
+    # with the start timed, the next action is the least estimated of every arm's options
+    session.observe(_result(first, 0, None))
+    (second,) = session.propose(1)
+    assert second.techniques and second.policy.key() != first.policy.key()
+    assert "cost_model" in session.state()["values"]

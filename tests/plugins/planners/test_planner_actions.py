@@ -16,7 +16,8 @@ DECODE = "kernel.shape={T: 16, E: 8, TOPK: 2, H: 4096, I: 14336, RENORM: 1}"
 
 
 def _space(planner_ctx, knowledge_base, *overrides: str) -> ActionSpace:
-    return ActionSpace.from_ctx(planner_ctx(*overrides), knowledge_base)
+    """The space over the configs' lists as written (the derived space: test_policy_space)."""
+    return ActionSpace.from_ctx(planner_ctx(*overrides), knowledge_base, "config")
 
 
 @pytest.mark.parametrize("backend", ["mi300x", "h200"])
@@ -42,7 +43,7 @@ def test_every_action_yields_a_valid_new_policy(planner_ctx, knowledge_base, bac
 @pytest.mark.parametrize("mode", ["random", "grid"])
 def test_search_proposes_the_start_then_valid_distinct_policies(planner_ctx, backend, mode):
     ctx = planner_ctx("+kernel=gemm", f"backend={backend}")
-    cfg = OmegaConf.create({"name": "search", "options": {"mode": mode}})
+    cfg = OmegaConf.create({"name": "search", "options": {"mode": mode, "space": "config"}})
     session = SearchPlanner().create(cfg, ctx)
     cands = session.propose(1000)
     assert cands[0].techniques == [] and cands[0].policy == Policy(
@@ -60,7 +61,7 @@ def test_search_proposes_the_start_then_valid_distinct_policies(planner_ctx, bac
 def test_search_random_is_seeded_and_grid_is_ordered(planner_ctx):
     def ids(mode: str, seed: int) -> list[str]:
         ctx = planner_ctx("+kernel=gemm", f"seed={seed}")
-        cfg = OmegaConf.create({"name": "search", "options": {"mode": mode}})
+        cfg = OmegaConf.create({"name": "search", "options": {"mode": mode, "space": "config"}})
         return [c.policy.key() for c in SearchPlanner().create(cfg, ctx).propose(1000)]
 
     assert ids("random", 0) == ids("random", 0) != ids("random", 1)
