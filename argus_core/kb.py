@@ -27,7 +27,7 @@ from argus_core.errors import ArgusError, choices_error
 FAMILIES = ("gemm", "attention", "moe")  # built in; plugin families join in `Vocabulary`
 TARGETS = ("mi300x", "hopper")
 ANY = "any"
-KINDS = ("policy", "rewrite")
+KINDS = ("policy", "rewrite", "level")
 STATUSES = ("ready", "planned")  # ready: Argus's DSL and backends express it today
 REQUIRED = (
     "id",
@@ -85,7 +85,14 @@ INVARIANTS: dict[str, str] = {
     "bank_conflicts": "argus_core.layout.swizzle.bank_conflicts of the shared layout (a metric)",
     "register_spills": "compile report: no spills or scratch after the change",
     "reference_check": "evaluator: outputs match the PyTorch reference within tolerance",
+    # the explicit level's thread-level invariants (plugins/verifiers/smt/explicit_ops.py)
+    "ring_protocol": "explicit: ring stage and mbarrier phase of every wait, write and read",
+    "release_after_read": "explicit: a stage is released only after the MMA reading it retired",
+    "fragment_tags": "explicit: each MMA's operand fragments agree on the reduction index",
+    "shared_races": "explicit: no shared-memory write races a read or write without a barrier",
 }
+# the levels a `level` action may select (argus_core.ir.explicit.EXPLICIT)
+LEVELS = ("explicit",)
 
 # The DSL rewrites a `rewrite` action may name; planners implement them on the DSL source.
 REWRITES: dict[str, str] = {
@@ -321,7 +328,10 @@ class Reference:
 class Action:
     """What applying a technique does. `policy`: candidate values per tile constant
     (`tiles`) and per compiler option (`compiler`), to use when `when` holds (None:
-    always). `rewrite`: the DSL rewrite's name and its parameters (value lists)."""
+    always). `rewrite`: the DSL rewrite's name and its parameters (value lists). `level`:
+    the kernel level the policy switches to (`explicit`: the family's explicit-level
+    kernel, `argus_core.ir.explicit`), its constexprs (`tiles`) and build knobs
+    (`compiler`, beside `level` itself), validated by the family when a planner builds it."""
 
     kind: str
     tiles: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
@@ -329,10 +339,16 @@ class Action:
     when: str | None = None
     rewrite: str | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    level: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         if self.kind == "rewrite":
             return {"kind": "rewrite", "rewrite": self.rewrite, **dict(self.params)}
+        if self.kind == "level":
+            d = {"kind": "level", "level": self.level}
+            d["tiles"] = {k: list(v) for k, v in self.tiles.items()}
+            d["options"] = {k: list(v) for k, v in self.compiler.items()}
+            return {**d, **({"when": self.when} if self.when else {})}
         d: dict[str, Any] = {
             "kind": "policy",
             "set": {k: list(v) for k, v in {**self.tiles, **self.compiler}.items()},
@@ -384,6 +400,9 @@ class Technique:
         act = self.action
         if act.kind == "rewrite":
             what = f"rewrite {act.rewrite}" + (f" {dict(act.params)}" if act.params else "")
+        elif act.kind == "level":
+            sets = {k: list(v) for k, v in {**act.tiles, **act.compiler}.items()}
+            what = f"level {act.level} {sets}" + (f" when {act.when}" if act.when else "")
         else:
             sets = {k: list(v) for k, v in {**act.tiles, **act.compiler}.items()}
             what = f"policy {sets}" + (f" when {act.when}" if act.when else "")
@@ -723,7 +742,44 @@ class _Validator:
             raise self.fail("action.kind", choices_error("action kind", kind, KINDS))
         if kind == "rewrite":
             return self.rewrite(a)
+        if kind == "level":
+            return self.level(a, families, targets)
         return self.policy(a, families, targets)
+
+    def level(
+        self, a: dict[str, Any], families: tuple[str, ...], targets: tuple[str, ...]
+    ) -> Action:
+        """`{kind: level, level: explicit, tiles: {NAME: [ints]}, options: {name: [values]},
+        when: ...}`: the explicit kernel's constexprs and build knobs (the family checks
+        their names and values when it builds the kernel)."""
+        keys = ("kind", "level", "tiles", "options", "when")
+        extra = sorted(set(a) - set(keys))
+        if extra:
+            raise self.fail(f"action.{extra[0]}", choices_error("level action key", extra[0], keys))
+        if a.get("level") not in LEVELS:
+            raise self.fail("action.level", choices_error("level", a.get("level"), LEVELS))
+        lists: dict[str, dict[str, tuple[Any, ...]]] = {}
+        for part in ("tiles", "options"):
+            node = a.get(part) or {}
+            if not isinstance(node, dict):
+                raise self.fail(f"action.{part}", f"must map names to value lists, got {node!r}")
+            lists[part] = {}
+            for name, vals in node.items():
+                vals = vals if isinstance(vals, list) else [vals]
+                if not vals or not all(
+                    isinstance(v, int) and not isinstance(v, bool) for v in vals
+                ):
+                    raise self.fail(f"action.{part}.{name}", f"needs a list of ints, got {vals!r}")
+                lists[part][str(name)] = tuple(vals)
+        when = a.get("when")
+        if when is not None:
+            if not isinstance(when, str) or parse_condition(when) is None:
+                raise self.fail(
+                    "action.when", f"must be a checkable condition such as 'M <= 128', got {when!r}"
+                )
+        return Action(
+            "level", tiles=lists["tiles"], compiler=lists["options"], when=when, level=a["level"]
+        )
 
     def rewrite(self, a: dict[str, Any]) -> Action:
         name = a.get("rewrite")

@@ -29,6 +29,25 @@ from argus_core.errors import choices_error
 from argus_core.ir.expr import Expr, IntLike, Sym
 
 SWIZZLES = (0, 32, 64, 128)
+
+# A policy selects the explicit level with the compiler option `level: explicit`; its
+# other compiler options are then the explicit kernel's build knobs (`num_warps`,
+# `mma_in_flight`, ...) and its tiles the explicit kernel's constexprs (the family's
+# `explicit_kernel` reads them; planners propose such policies from KB `level` actions).
+LEVEL_OPTION = "level"
+EXPLICIT = "explicit"
+
+
+def selects_explicit(policy: Any) -> bool:
+    """True when `policy` (an `argus_core.types.Policy`) asks for the explicit level."""
+    return policy.compiler.get(LEVEL_OPTION) == EXPLICIT
+
+
+def explicit_knobs(policy: Any) -> dict[str, Any]:
+    """The explicit kernel's build knobs of `policy`: its compiler options but `level`."""
+    return {k: v for k, v in policy.compiler.items() if k != LEVEL_OPTION}
+
+
 DTYPES = {"bf16": 16, "fp16": 16, "fp32": 32, "fp8e4nv": 8}
 
 
@@ -326,6 +345,9 @@ class OnlineSoftmax(XOp):
     col0: IntLike
     kv_len: IntLike
     causal: bool = False
+    # when set, `o` is not rescaled here (a wgmma may still be adding into it): the per-row
+    # factor exp2(m_old - m_new) goes to this register, in `o`'s row layout (`RescaleAcc`)
+    alpha: str = ""
 
 
 @dataclass(frozen=True)
@@ -338,11 +360,44 @@ class NormalizeStore(XOp):
 
 
 @dataclass(frozen=True)
+class StoreLse(XOp):
+    """The natural log-sum-exp of each row of the online softmax over `s_acc`
+    (`(row_max + log2(row_sum)) * ln 2`: the state is in base 2) stored to the fp32 rows
+    `row0 + i` of the flat pointer `ptr`, by every thread of the partition."""
+
+    ptr: str
+    row_max: str
+    row_sum: str
+    s_acc: str
+    row0: IntLike
+
+
+@dataclass(frozen=True)
 class WgmmaWait(XOp):
-    """Wait until at most `pending` warpgroup MMAs of `acc` are in flight."""
+    """Wait until at most `pending` warpgroup MMAs are in flight (the partition's, in issue
+    order; `acc` names the result this wait hands on). `keep`: register operands of the
+    MMAs it retires, kept alive (not reused) until then."""
 
     acc: str
     pending: int = 0
+    keep: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RescaleAcc(XOp):
+    """`acc` *= `alpha` per row (the deferred online-softmax rescale of `OnlineSoftmax`)."""
+
+    acc: str
+    alpha: str
+
+
+@dataclass(frozen=True)
+class Move(XOp):
+    """Register `dst` takes the value of register `src` (a loop-carried operand: the P of
+    this iteration becomes the A operand of the next iteration's wgmma)."""
+
+    dst: str
+    src: str
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 from argus_core.errors import choices_error
 from argus_core.ir import explicit as x
 from argus_core.ir.expr import IntLike, Sym, to_source
+from argus_core.types import LoweredKernel, Param
 
 _SYM_NAMES = {"pid": "gl.program_id(0)", "npid": "gl.num_programs(0)", "pid_y": "gl.program_id(1)"}
 
@@ -40,12 +41,35 @@ Rule = Callable[[Any, "x.ExplicitKernel"], list[str]]
 @dataclass(frozen=True)
 class GluonTarget:
     """What a Gluon target contributes besides its op rules: its import lines, the
-    fence after barrier initialisation, and its name (in errors)."""
+    fence after barrier initialisation, its name (in errors and in `family.explicit_kernel`,
+    which builds the kernel for it), and `compile(kernel, consts) -> CompileReport`, its
+    cross-compile (never raising for the kernel). A backend declares its Gluon target as
+    `explicit_target` (`argus_core.backend.BackendBase`)."""
 
     name: str
     imports: tuple[str, ...]
     rules: Mapping[type, Rule]
     init_fence: str = "fence_async_shared()"
+    compile: Callable[[x.ExplicitKernel, dict[str, int]], Any] | None = None
+
+
+def lowered_kernel(kernel: x.ExplicitKernel, target: GluonTarget) -> LoweredKernel:
+    """`kernel` lowered for `target` as the pipeline's `LoweredKernel`: the Gluon module,
+    its parameters (TMA descriptors and pointers bound to the family's tensors, the int
+    scalars, the constexprs), the launch grid the kernel's builder states in `meta["grid"]`."""
+    params = [Param(d.name, "ptr", ("tensor", d.tensor), d.dtype) for d in kernel.descs]
+    params += [Param(q.name, "ptr", ("tensor", q.tensor), q.dtype) for q in kernel.ptrs]
+    params += [Param(s, "int", ("scalar", s), "i32") for s in kernel.scalars]
+    params += [Param(c, "constexpr", ("const", c)) for c in kernel.consts]
+    return LoweredKernel(
+        name=kernel.name,
+        source=lower_explicit(kernel, target),
+        params=params,
+        grid=str(kernel.meta.get("grid", "")),
+        outputs=list(kernel.meta.get("outputs", ())),
+        constexprs=dict(kernel.consts),
+        tma_tensors=[d.tensor for d in kernel.descs],
+    )
 
 
 def lower_explicit(kernel: x.ExplicitKernel, target: GluonTarget) -> str:
@@ -171,5 +195,6 @@ __all__ = [
     "expr",
     "load_entry",
     "lower_explicit",
+    "lowered_kernel",
     "shared_index",
 ]

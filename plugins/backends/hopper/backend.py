@@ -15,6 +15,7 @@ from typing import Any
 from argus_core.backend import BackendBase
 from argus_core.errors import PolicyError
 from argus_core.evaluate.costmodel import lds_bytes_estimate
+from argus_core.ir.explicit import selects_explicit
 from argus_core.lowering.triton_compile import (
     check_compiler_options,
     check_tiles,
@@ -23,6 +24,7 @@ from argus_core.lowering.triton_compile import (
 from argus_core.target import TargetSpec
 from argus_core.types import CompileReport, LoweredKernel, Policy
 from argus_plugins.backends.hopper.cubin import report_fields
+from argus_plugins.backends.hopper.gluon import HOPPER_GLUON
 from argus_plugins.backends.hopper.lowering import LOWERING_OPTIONS, hopper_lowering
 from argus_plugins.backends.hopper.spec import H100, H200
 
@@ -44,6 +46,8 @@ MIN_TILE = 16
 
 
 class HopperBackend(BackendBase):
+    explicit_target = HOPPER_GLUON  # explicit-level kernels: Gluon for sm_90 (gluon.py)
+
     def __init__(self, name: str, spec: TargetSpec, workdir: str | Path | None = None):
         self.name, self.spec, self.workdir = name, spec, workdir
         self.lowering = hopper_lowering(spec)
@@ -59,6 +63,8 @@ class HopperBackend(BackendBase):
     def validate_policy(self, policy: Policy) -> None:
         """PolicyError for an unknown option, a value outside its list, a tile extent that
         is not a power of two >= 16, or a shared-memory estimate over what a block may use."""
+        if selects_explicit(policy):  # level: explicit: the family checks its knobs
+            return
         check_compiler_options(self.name, POLICY_SPACE, policy)
         check_tiles(self.name, policy, MIN_TILE)
         comp = policy.compiler

@@ -41,6 +41,10 @@ def _layout_of(k: x.ExplicitKernel, acc: str) -> str:
     raise x.ExplicitIRError(f"{k.name}: accumulator {acc!r} has no ZeroAcc")
 
 
+def _zero(k: x.ExplicitKernel, acc: str) -> x.ZeroAcc:
+    return next(o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == acc)
+
+
 def _rows(k: x.ExplicitKernel, acc: str) -> str:
     return f"gl.SliceLayout(1, {_layout_of(k, acc)})"
 
@@ -56,19 +60,30 @@ def _softmax(op: x.OnlineSoftmax, k: x.ExplicitKernel) -> list[str]:
     s_rows, s_cols = _rows(k, op.s_acc), f"gl.SliceLayout(0, {_layout_of(k, op.s_acc)})"
     zero = next(o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == op.s_acc)
     mask = f"_cols[None, :] < {expr(op.kv_len)}"
+    # only a block that reaches past the keys (or, causal, past its first query row) is
+    # masked: a uniform branch, so the inner blocks pay no compare and select per score
+    edge = f"({expr(op.col0)} + {zero.cols} > {expr(op.kv_len)})"
     if op.causal:
         mask = f"({mask}) & (_cols[None, :] <= _rows[:, None])"
+        edge = f"{edge} | ({expr(op.col0)} + {zero.cols} > {expr(op.row0)} + 1)"
+    # the scale is folded into the exponent (one FFMA per score): max(s) * scale is the
+    # scaled row max since scale > 0
     return [
-        f"_qk = {op.s_acc} * {op.scale_log2!r}",
-        f"_cols = {expr(op.col0)} + gl.arange(0, {zero.cols}, layout={s_cols})",
-        f"_rows = {expr(op.row0)} + gl.arange(0, {zero.rows}, layout={s_rows})",
-        f"_qk = gl.where({mask}, _qk, float('-inf'))",
-        f"_m_new = gl.maximum({op.row_max}, gl.max(_qk, 1))",
+        f"_qk = {op.s_acc}",
+        f"if {edge}:",
+        f"    _cols = {expr(op.col0)} + gl.arange(0, {zero.cols}, layout={s_cols})",
+        f"    _rows = {expr(op.row0)} + gl.arange(0, {zero.rows}, layout={s_rows})",
+        f"    _qk = gl.where({mask}, _qk, float('-inf'))",
+        f"_m_new = gl.maximum({op.row_max}, gl.max(_qk, 1) * {op.scale_log2!r})",
         f"_alpha = gl.exp2({op.row_max} - _m_new)",
-        "_p = gl.exp2(_qk - _m_new[:, None])",
+        f"_p = gl.exp2(_qk * {op.scale_log2!r} - _m_new[:, None])",
         f"{op.row_sum} = {op.row_sum} * _alpha + gl.sum(_p, 1)",
         f"{op.row_max} = _m_new",
-        f"{op.o} = {op.o} * gl.convert_layout(_alpha, {_rows(k, op.o)})[:, None]",
+        (
+            f"{op.alpha} = gl.convert_layout(_alpha, {_rows(k, op.o)})"
+            if op.alpha
+            else f"{op.o} = {op.o} * gl.convert_layout(_alpha, {_rows(k, op.o)})[:, None]"
+        ),
         f"{op.p} = gl.convert_layout(_p.to(gl.bfloat16), gl.DotOperandLayout(operand_index=0, "
         f"parent={_layout_of(k, op.o)}, k_width=2))",
     ]
@@ -100,7 +115,16 @@ GLUON_RULES: dict[type, Any] = {
     x.NormalizeStore: lambda op, k: [
         f"{op.dst}.store(({op.o} / gl.convert_layout({op.row_sum}, {_rows(k, op.o)})[:, None]).to({op.dst}.dtype))"
     ],
-    x.WgmmaWait: lambda op, k: [f"{op.acc} = warpgroup_mma_wait({op.pending}, deps=({op.acc},))"],
+    x.StoreLse: lambda op, k: [
+        f"_lse_rows = {expr(op.row0)} + gl.arange(0, {_zero(k, op.s_acc).rows}, layout={_rows(k, op.s_acc)})",
+        f"gl.store({op.ptr} + _lse_rows, ({op.row_max} + gl.log2({op.row_sum})) * 0.6931471805599453)",
+    ],
+    x.WgmmaWait: lambda op, k: [
+        f"{', '.join((op.acc, *op.keep))} = warpgroup_mma_wait("
+        f"{op.pending}, deps=({', '.join((op.acc, *op.keep))},))"
+    ],
+    x.RescaleAcc: lambda op, k: [f"{op.acc} = {op.acc} * {op.alpha}[:, None]"],
+    x.Move: lambda op, k: [f"{op.dst} = {op.src}"],
     x.StoreShared: lambda op, k: [f"{op.dst}.store({op.acc}.to({op.dst}.dtype))"],
     x.FenceAsyncShared: lambda op, k: ["fence_async_shared()"],
     x.TmaStore: lambda op, k: [
@@ -108,8 +132,6 @@ GLUON_RULES: dict[type, Any] = {
     ],
     x.StoreWait: lambda op, k: [f"tma.store_wait({op.pending})"],
 }
-
-HOPPER_GLUON = GluonTarget(name="hopper-gluon", imports=IMPORTS, rules=GLUON_RULES)
 
 
 def lower(kernel: x.ExplicitKernel) -> str:
@@ -146,6 +168,7 @@ def compile_explicit(
 
         fn = load_entry(kernel, lower(kernel))
         sig: dict[str, str] = {d.name: desc_type(kernel, d, consts) for d in kernel.descs}
+        sig.update({q.name: f"*{q.dtype}" for q in kernel.ptrs})
         sig.update({s: "i32" for s in kernel.scalars})
         sig.update({c: "constexpr" for c in kernel.consts})
         src = GluonASTSource(fn, sig, constexprs={c: consts[c] for c in kernel.consts})
@@ -164,3 +187,8 @@ def compile_explicit(
     return CompileReport(
         target=name, ok=True, asm_kind="sass", seconds=time.perf_counter() - start, **fields
     )
+
+
+HOPPER_GLUON = GluonTarget(
+    name="hopper-gluon", imports=IMPORTS, rules=GLUON_RULES, compile=compile_explicit
+)

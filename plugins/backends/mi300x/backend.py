@@ -13,6 +13,7 @@ from typing import Any
 from argus_core.backend import BackendBase
 from argus_core.errors import PolicyError
 from argus_core.evaluate.costmodel import lds_bytes_estimate
+from argus_core.ir.explicit import selects_explicit
 from argus_core.lowering.triton import TRITON_RULES, TritonLowering
 from argus_core.lowering.triton_compile import (
     check_compiler_options,
@@ -21,6 +22,7 @@ from argus_core.lowering.triton_compile import (
 )
 from argus_core.types import CompileReport, LoweredKernel, Policy
 from argus_plugins.backends.mi300x.amdgcn import report_fields
+from argus_plugins.backends.mi300x.gluon import CDNA3_GLUON
 from argus_plugins.backends.mi300x.spec import MI300X
 
 ARCH = "gfx942"
@@ -49,6 +51,7 @@ class Mi300xBackend(BackendBase):
     name = "mi300x"
     spec = MI300X
     lowering = TritonLowering(TRITON_RULES, MI300X)
+    explicit_target = CDNA3_GLUON  # explicit-level kernels: Gluon for gfx942 (gluon.py)
 
     def __init__(self, workdir: str | Path | None = None):
         self.workdir = workdir
@@ -59,6 +62,8 @@ class Mi300xBackend(BackendBase):
     def validate_policy(self, policy: Policy) -> None:
         """PolicyError for an unknown option, a value outside its list, a tile extent that
         is not a power of two >= 16, or an LDS estimate over the CU's 64 KiB."""
+        if selects_explicit(policy):  # level: explicit: the family checks its knobs
+            return
         check_compiler_options(self.name, POLICY_SPACE, policy)
         check_tiles(self.name, policy, MIN_TILE)
         # 16-bit operands: the MFMA dtypes; an fp32 kernel needs twice this

@@ -71,8 +71,6 @@ GLUON_RULES: dict[type, Any] = {
     x.StoreTile: _store_tile,
 }
 
-CDNA3_GLUON = GluonTarget(name="cdna3-gluon", imports=IMPORTS, rules=GLUON_RULES)
-
 
 def lower(kernel: x.ExplicitKernel) -> str:
     """The Gluon source of `kernel` for gfx942."""
@@ -119,3 +117,8 @@ def compile_explicit(
         seconds=time.perf_counter() - start,
         **fields,
     )
+
+
+CDNA3_GLUON = GluonTarget(
+    name="cdna3-gluon", imports=IMPORTS, rules=GLUON_RULES, compile=compile_explicit
+)

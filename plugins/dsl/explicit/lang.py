@@ -19,6 +19,7 @@ expression is lowered to Gluon and handed to z3 by the verifier.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import Any
 
 from argus_core.ir import explicit as x
 from argus_core.ir.expr import IntLike, Sym, cdiv, emin
@@ -43,8 +44,14 @@ class Kernel:
         self._bars: list[x.Barriers] = []
         self._parts: list[x.Partition] = []
         self._stack: list[list[x.XOp]] = []
+        self._meta: dict[str, Any] = {}
 
     # ---------------------------------------------------------------- declarations
+    def meta(self, **facts: Any) -> None:
+        """Facts about the kernel for its launcher and reports (`grid`: the launch grid as
+        text, `outputs`: the tensors it writes); not part of what is lowered or proved."""
+        self._meta.update(facts)
+
     def scalar(self, name: str) -> Sym:
         self._scalars.append(name)
         return Sym(name, "shape", 1)
@@ -172,17 +179,28 @@ class Kernel:
         self._emit(x.SoftmaxState(row_max, row_sum, s_acc, rows))
 
     def online_softmax(
-        self, s_acc, row_max, row_sum, o, p, scale_log2, row0, col0, kv_len, causal=False
+        self, s_acc, row_max, row_sum, o, p, scale_log2, row0, col0, kv_len, causal=False, alpha=""
     ):
         self._emit(
-            x.OnlineSoftmax(s_acc, row_max, row_sum, o, p, scale_log2, row0, col0, kv_len, causal)
+            x.OnlineSoftmax(
+                s_acc, row_max, row_sum, o, p, scale_log2, row0, col0, kv_len, causal, alpha
+            )
         )
+
+    def rescale_acc(self, acc: str, alpha: str) -> None:
+        self._emit(x.RescaleAcc(acc, alpha))
+
+    def move(self, dst: str, src: str) -> None:
+        self._emit(x.Move(dst, src))
 
     def normalize_store(self, dst: str, o: str, row_sum: str) -> None:
         self._emit(x.NormalizeStore(dst, o, row_sum))
 
-    def wgmma_wait(self, acc: str, pending: int = 0) -> None:
-        self._emit(x.WgmmaWait(acc, pending))
+    def store_lse(self, ptr: str, row_max: str, row_sum: str, s_acc: str, row0: IntLike) -> None:
+        self._emit(x.StoreLse(ptr, row_max, row_sum, s_acc, row0))
+
+    def wgmma_wait(self, acc: str, pending: int = 0, keep: tuple[str, ...] = ()) -> None:
+        self._emit(x.WgmmaWait(acc, pending, tuple(keep)))
 
     def store_shared(self, dst: str, acc: str) -> None:
         self._emit(x.StoreShared(dst, acc))
@@ -208,4 +226,5 @@ class Kernel:
             self.num_warps,
             self.family,
             ptrs=tuple(self._ptrs),
+            meta=dict(self._meta),
         )

@@ -1,92 +1,288 @@
 """Attention forward at the explicit level for Hopper: an FA3-style warp-specialized kernel.
 
-o[b, h] = softmax(q[b, h] k[b, g(h)]^T * scale) v[b, g(h)], q/k/v/o row-major
-[B, H(KV), S, D] in bf16 viewed as 2-D [B * H * S, D] by their TMA descriptors; GQA maps
-query head h to key/value head h // (H / HKV). Grid (cdiv(S, BM), B * H). A one-warp
-producer partition loads the program's Q block once (`q_bar`) and then every K and V
-block by TMA into two rings of STAGES stages (`k_ready`, `v_ready`); the default partition
-(two warpgroups, 64 query rows each) waits for K, runs S = Q K^T by wgmma from shared
-memory, the online softmax in registers (base 2, masking keys past SKV and, causal, past
-the query row), converts P to the wgmma A-operand layout, waits for V, runs O += P V with P
-from registers, and releases the stage (`kv_empty`). The epilogue divides by the row sums
-and stores O through shared memory by TMA. Causal programs stop at their diagonal block
-(queries and keys aligned at the start: S == SKV) and run the longest rows first (query
-block `cdiv(S, BM) - 1 - pid`), so the last wave is made of short programs. S must be a multiple of BM (query rows
-of one head must not spill into the next head's block); SKV is masked.
+o[b, h] = softmax(q[b, h] k[b, g(h)]^T * scale) v[b, g(h)] and lse[b, h] (the natural
+log-sum-exp of each row), q/k/v/o row-major [B, H(KV), S, D] in bf16 viewed as 2-D
+[B * H * S, D] by their TMA descriptors, lse [B, H, S] fp32 by pointer; GQA maps query head
+h to key/value head h // (H / HKV). Grid (cdiv(S, BM), B * H). A one-warp producer
+partition loads the program's Q block once (`q_bar`) and then every K and V block by TMA
+into two rings of STAGES stages (`k_ready`, `v_ready`). The consumers (`consumers=1`: one
+8-warp partition whose two warpgroups run the BM rows in lockstep; `consumers=2`: two
+4-warp partitions of BM/2 rows each, running independently, so one warpgroup's softmax
+overlaps the other's wgmma) wait for K, run S = Q K^T by wgmma from shared memory, the
+online softmax in registers (base 2, the scale folded into the exponent; only the blocks
+that reach past SKV or, causal, past their first query row are masked), convert P to the
+wgmma A-operand layout, wait for V, run O += P V with P from registers, and release the
+stage (`kv_empty`, one arrival per consumer partition). The epilogue divides by the row
+sums, stores O through shared memory by TMA (with two consumers through each one's Q
+buffer, free by then, which leaves room for a third K/V stage at D128) and the lse rows.
+Causal programs stop at their diagonal block (queries and keys aligned at the start:
+S == SKV) and run the longest rows first (query block `cdiv(S, BM) - 1 - pid`), so the
+last wave is made of short programs. S must be a multiple of BM (query rows of one head
+must not spill into the next head's block); SKV is masked.
 
-The ring protocol, the fragment tags of both MMAs (Q and K agree on d; P's key index,
-which comes from the K block, agrees with the V block's rows) and the shared-memory races
-are proved by `plugins/verifiers/smt/explicit_ops.py`.
+The ring protocol (with two consumers, both releases), the fragment tags of both MMAs (Q
+and K agree on d; P's key index, which comes from the K block, agrees with the V block's
+rows), the output rows of O and lse, and the shared-memory races are proved by
+`plugins/verifiers/smt/explicit_ops.py`. Measured on the H200: docs/performance.md.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
-from argus_core.ir.explicit import ExplicitKernel
+from argus_core.errors import PolicyError, choices_error
+from argus_core.ir.explicit import ExplicitIRError, ExplicitKernel
+from argus_core.ir.expr import Sym
 from argus_plugins.dsl.explicit.lang import Kernel, cdiv, emin, pid, pid_y
 
 
-def build(d: int = 128, causal: bool = False, stages: int = 2) -> ExplicitKernel:
+def build(
+    d: int = 128, causal: bool = False, stages: int = 2, consumers: int = 1, overlap: bool = False
+) -> ExplicitKernel:
+    """The kernel for head dim `d`. `consumers` 1: one 8-warp partition whose two
+    warpgroups run the BM rows in lockstep; 2: two 4-warp partitions (warpgroups) of BM/2
+    rows each that run independently (one waits on a barrier or does its softmax while the
+    other's wgmma runs), both releasing each K/V stage (`kv_empty` counts two arrivals);
+    each stores its O through its own Q buffer (free after its last S wgmma), which leaves
+    room for a third K/V stage at D128. `overlap` (with two consumers): FA3's intra-warpgroup
+    pipelining: the producer's iteration `it` loads K block `it + 1` and V block `it` into
+    stage `it % STAGES` (K block 0 once, into `k0_smem`); a consumer issues S_{j+1} = Q K^T
+    and O += P_j V_j together, waits for S only (`WgmmaWait(1)`), runs the softmax of block
+    j + 1 while the PV wgmma runs, then waits for it (keeping P_j's registers alive),
+    releases the stage and rescales O. The last iteration's K block lies past the keys and
+    is masked whole (one extra S per program)."""
     if d not in (64, 128):
         raise ValueError(f"invalid head dim {d!r}; valid choices: 64, 128")
-    k = Kernel(f"attn_fwd_ws{'_causal' if causal else ''}", family="attention", num_warps=8)
+    if consumers not in (1, 2):
+        raise ValueError(f"invalid consumers {consumers!r}; valid choices: 1, 2")
+    if overlap and consumers != 2:
+        raise ValueError("overlap=True needs consumers=2")
+    form = "" if consumers == 1 else "2o" if overlap else "2"
+    name = f"attn_fwd_ws{form}{'_causal' if causal else ''}"
+    k = Kernel(name, family="attention", num_warps=8 if consumers == 1 else 4)
+    k.meta(grid="(S // BM, B * H)", outputs=("o", "lse"), causal=causal)
     S, SKV, H, HKV = k.scalar("S"), k.scalar("SKV"), k.scalar("H"), k.scalar("HKV")
     BM, BN = k.const("BM", 128), k.const("BN", 128)
+    rows = "BM" if consumers == 1 else "HM"
+    HM = k.const("HM", 64) if consumers == 2 else BM
     k.const("D", d)
     STAGES = k.const("STAGES", stages)
-    for name, tensor, rows in (
-        ("q_desc", "q", "BM"),
+    for desc, tensor, r in (
+        ("q_desc", "q", rows),
         ("k_desc", "k", "BN"),
         ("v_desc", "v", "BN"),
-        ("o_desc", "o", "BM"),
+        ("o_desc", "o", rows),
     ):
-        k.desc(name, tensor, (rows, "D"))
-    k.shared("q_smem", ("BM", "D"), 1, like="q_desc")
+        k.desc(desc, tensor, (r, "D"))
+    k.ptr("lse_ptr", "lse", dtype="fp32")
+    q_bufs = ["q_smem"] if consumers == 1 else [f"q{w}_smem" for w in range(consumers)]
+    for q in q_bufs:
+        k.shared(q, (rows, "D"), 1, like="q_desc")
     k.shared("k_ring", ("BN", "D"), "STAGES", like="k_desc")
     k.shared("v_ring", ("BN", "D"), "STAGES", like="v_desc")
-    k.shared("o_smem", ("BM", "D"), 1, like="o_desc")
+    if overlap:
+        k.shared("k0_smem", ("BN", "D"), 1, like="k_desc")
+    o_bufs = ["o_smem"] if consumers == 1 else q_bufs  # two consumers: O through their Q
+    if consumers == 1:
+        k.shared("o_smem", ("BM", "D"), 1, like="o_desc")
     k.barriers("q_bar", 1)
+    if overlap:
+        k.barriers("k0_bar", 1)
     k.barriers("k_ready", "STAGES")
     k.barriers("v_ready", "STAGES")
-    k.barriers("kv_empty", "STAGES")
+    k.barriers("kv_empty", "STAGES", count=consumers)
     m_blk = cdiv(S, BM) - 1 - pid if causal else pid  # causal: longest rows first
     n_kv = emin(cdiv((m_blk + 1) * BM, BN), cdiv(SKV, BN)) if causal else cdiv(SKV, BN)
     scale_log2 = math.log2(math.e) / math.sqrt(d)
 
-    with k.partition("softmax", warps=8, default=True):
-        q_row = k.let("q_row", pid_y * S + m_blk * BM)
-        k.softmax_state("m_i", "l_i", "s_acc", "BM")
-        k.zero_acc("o_acc", "BM", "D", warps=(8, 1))
-        k.wait("q_bar", 0, 0)
-        with k.loop("j", 0, n_kv, counter="it") as (j, it):
-            s = it % STAGES
-            k.wait("k_ready", s, it // STAGES % 2)
-            k.zero_acc("s_acc", "BM", "BN", warps=(8, 1))
-            k.wgmma("s_acc", "q_smem", 0, "k_ring", s, b_trans=True, use_acc=False)
-            k.wgmma_wait("s_acc", 0)
-            k.online_softmax(
-                "s_acc", "m_i", "l_i", "o_acc", "p", scale_log2, m_blk * BM, j * BN, SKV, causal
-            )
-            k.wait("v_ready", s, it // STAGES % 2)
-            k.wgmma("o_acc", "p", None, "v_ring", s)
-            k.wgmma_wait("o_acc", 0)
-            k.arrive("kv_empty", s)
-        k.normalize_store("o_smem", "o_acc", "l_i")
-        k.fence_async_shared()
-        k.tma_store("o_desc", (q_row, 0), "o_smem")
-        k.store_wait(0)
+    for w in range(consumers):
+        sfx = "" if consumers == 1 else str(w)
+        s_acc, o_acc, m_i, l_i = (f"{n}{sfx}" for n in ("s_acc", "o_acc", "m_i", "l_i"))
+        warps = 8 if consumers == 1 else 4
+        # the second warpgroup's registers (the default one gets what the load warp and it
+        # leave of 512 per thread, Triton's setmaxnreg split): 240 keeps the overlapped
+        # loop's two P operands and the next S without spills at D128
+        regs = 0 if w == 0 else 240 if overlap else 232
+        with k.partition(f"softmax{sfx}", warps=warps, regs=regs, default=w == 0):
+            q_row = k.let("q_row", pid_y * S + m_blk * BM + w * HM)
+            k.softmax_state(m_i, l_i, s_acc, rows)
+            k.zero_acc(o_acc, rows, "D", warps=(warps, 1))
+            k.wait("q_bar", 0, 0)
+            row0 = m_blk * BM + w * HM
+            if overlap:
+                _consume_overlapped(k, w, q_bufs[w], rows, row0, scale_log2, n_kv, causal)
+            else:
+                _consume(k, w, consumers, q_bufs[w], rows, row0, scale_log2, n_kv, causal)
+            k.normalize_store(o_bufs[w], o_acc, l_i)
+            k.fence_async_shared()
+            k.tma_store("o_desc", (q_row, 0), o_bufs[w])
+            k.store_wait(0)
+            k.store_lse("lse_ptr", m_i, l_i, s_acc, q_row)
 
     with k.partition("load", warps=1, regs=24):
         q_row = k.let("q_row", pid_y * S + m_blk * BM)
         kv_row = k.let("kv_row", (pid_y // H * HKV + pid_y % H // (H // HKV)) * SKV)
-        k.expect("q_bar", 0, "q_desc")
-        k.tma_load("q_desc", (q_row, 0), "q_smem", 0, "q_bar")
+        k.expect("q_bar", 0, *["q_desc"] * consumers)
+        for w, q in enumerate(q_bufs):
+            k.tma_load("q_desc", (q_row + w * HM if w else q_row, 0), q, 0, "q_bar")
+        if overlap:  # K block 0 once; iteration j then brings K block j + 1 with V block j
+            k.expect("k0_bar", 0, "k_desc")
+            k.tma_load("k_desc", (kv_row, 0), "k0_smem", 0, "k0_bar")
         with k.loop("j", 0, n_kv, counter="it") as (j, it):
             s = it % STAGES
             k.wait("kv_empty", s, (it // STAGES + 1) % 2)
             k.expect("k_ready", s, "k_desc")
-            k.tma_load("k_desc", (kv_row + j * BN, 0), "k_ring", s, "k_ready")
+            k_block = j + 1 if overlap else j
+            k.tma_load("k_desc", (kv_row + k_block * BN, 0), "k_ring", s, "k_ready")
             k.expect("v_ready", s, "v_desc")
             k.tma_load("v_desc", (kv_row + j * BN, 0), "v_ring", s, "v_ready")
     return k.build()
+
+
+def _consume(
+    k: Kernel,
+    w: int,
+    consumers: int,
+    q: str,
+    rows: str,
+    row0: Any,
+    scale_log2: float,
+    n_kv: Any,
+    causal: bool,
+) -> None:
+    """Consumer `w`'s main loop: S, its softmax, then O += P V, each waited for."""
+    SKV, BN, STAGES = Sym("SKV", "shape", 1), Sym("BN", "const", 1), Sym("STAGES", "const", 1)
+    sfx = "" if consumers == 1 else str(w)
+    s_acc, o_acc, m_i, l_i, p = (f"{n}{sfx}" for n in ("s_acc", "o_acc", "m_i", "l_i", "p"))
+    warps = 8 if consumers == 1 else 4
+    with k.loop("j", 0, n_kv, counter="it") as (j, it):
+        s = it % STAGES
+        k.wait("k_ready", s, it // STAGES % 2)
+        k.zero_acc(s_acc, rows, "BN", warps=(warps, 1))
+        k.wgmma(s_acc, q, 0, "k_ring", s, b_trans=True, use_acc=False)
+        k.wgmma_wait(s_acc, 0)
+        k.online_softmax(s_acc, m_i, l_i, o_acc, p, scale_log2, row0, j * BN, SKV, causal)
+        k.wait("v_ready", s, it // STAGES % 2)
+        k.wgmma(o_acc, p, None, "v_ring", s)
+        k.wgmma_wait(o_acc, 0)
+        k.arrive("kv_empty", s)
+
+
+def _consume_overlapped(
+    k: Kernel, w: int, q: str, rows: str, row0: Any, scale_log2: float, n_kv: Any, causal: bool
+) -> None:
+    """Consumer `w`'s main loop with the next S overlapping this softmax (see `build`)."""
+    SKV, BN, STAGES = Sym("SKV", "shape", 1), Sym("BN", "const", 1), Sym("STAGES", "const", 1)
+    s_acc, o_acc, m_i, l_i, p = (f"{n}{w}" for n in ("s_acc", "o_acc", "m_i", "l_i", "p"))
+    k.wait("k0_bar", 0, 0)
+    k.zero_acc(s_acc, rows, "BN", warps=(4, 1))
+    k.wgmma(s_acc, q, 0, "k0_smem", 0, b_trans=True, use_acc=False)
+    k.wgmma_wait(s_acc, 0)
+    k.online_softmax(s_acc, m_i, l_i, o_acc, p, scale_log2, row0, 0, SKV, causal)
+    with k.loop("j", 0, n_kv, counter="it") as (j, it):
+        s = it % STAGES
+        k.wait("k_ready", s, it // STAGES % 2)
+        k.zero_acc(s_acc, rows, "BN", warps=(4, 1))
+        k.wgmma(s_acc, q, 0, "k_ring", s, b_trans=True, use_acc=False)  # S of block j + 1
+        k.wait("v_ready", s, it // STAGES % 2)
+        k.wgmma(o_acc, p, None, "v_ring", s)  # O += P_j V_j
+        k.wgmma_wait(s_acc, 1)  # S done; the PV wgmma may still run
+        k.online_softmax(
+            s_acc, m_i, l_i, o_acc, f"pn{w}", scale_log2, row0, (j + 1) * BN, SKV, causal,
+            alpha=f"alpha{w}",
+        )  # fmt: skip
+        k.wgmma_wait(o_acc, 0, keep=(p,))
+        k.arrive("kv_empty", s)
+        k.rescale_acc(o_acc, f"alpha{w}")
+        k.move(p, f"pn{w}")
+
+
+# the build knobs a `level: explicit` policy may set and their values (Hopper): consumer
+# partitions, 1 (two lockstep warpgroups) or 2 (two independent warpgroups, the default)
+# `overlap` 1 (with consumers=2): the next S overlaps this softmax (FA3's intra-warpgroup
+# pipelining; verified and cross-compiled, not yet timed on a GPU)
+KNOBS: dict[str, tuple[int, ...]] = {"consumers": (1, 2), "overlap": (0, 1)}
+
+
+def for_policy(
+    knobs: dict[str, Any], tiles: dict[str, int], target: str, shape: dict[str, int]
+) -> ExplicitKernel:
+    """The explicit attention for `target` at `shape` (its D and CAUSAL pick the kernel),
+    constexprs bound from the policy's tiles (BM, BN, STAGES). PolicyError naming a target,
+    knob, shape or tile the kernel does not take."""
+    if target != "hopper-gluon":
+        raise PolicyError(choices_error("explicit attention target", target, ("hopper-gluon",)))
+    for name, value in knobs.items():
+        if name not in KNOBS:
+            raise PolicyError(
+                f"{target}: " + choices_error("explicit attention option", name, tuple(KNOBS))
+            )
+        if value not in KNOBS[name]:
+            raise PolicyError(f"{target}: " + choices_error(name, value, KNOBS[name]))
+    if shape.get("VARLEN"):
+        raise PolicyError(f"{target}: the explicit attention has no varlen form (VARLEN=1)")
+    d = int(shape.get("D", 128))
+    if d not in (64, 128):
+        raise PolicyError(
+            f"{target}: " + choices_error("explicit attention head dim D", d, (64, 128))
+        )
+    consumers, overlap = int(knobs.get("consumers", 2)), bool(knobs.get("overlap", 0))
+    if overlap and consumers != 2:
+        raise PolicyError(f"{target}: overlap=1 needs consumers=2, got consumers={consumers}")
+    kernel = build(d, bool(shape.get("CAUSAL", 0)), int(tiles.get("STAGES", 2)), consumers, overlap)
+    try:
+        return kernel.with_consts(**tiles)
+    except ExplicitIRError as exc:
+        raise PolicyError(f"{target}: explicit attention tiles: {exc}") from None
+
+
+def launcher(kernel: ExplicitKernel, source: str) -> Callable[[dict[str, Any]], None]:
+    """A callable running the lowered `kernel` on the attention family's GPU inputs (q, k,
+    v, o [B, H, S, D] viewed 2-D by TMA descriptors; lse [B, H, S] by pointer), grid
+    (S / BM, B * H). UnsupportedShape for inputs it cannot take."""
+    from argus_core.evaluate.explicit_check import UnsupportedShape
+    from argus_core.lowering.gluon import load_entry
+
+    entry = load_entry(kernel, source)
+    consts = dict(kernel.consts)
+    descs: dict[tuple[int, ...], tuple[Any, ...]] = {}
+
+    def run(inputs: dict[str, Any]) -> None:
+        import torch
+        from triton.experimental.gluon import language as gl
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+        q, k, v, o = inputs["q"], inputs["k"], inputs["v"], inputs["o"]
+        b, h, s, d = q.shape
+        if q.dtype != torch.bfloat16:
+            raise UnsupportedShape(f"the explicit attention is bf16 only, not {q.dtype}")
+        if d != consts["D"] or s % consts["BM"] or bool(inputs["causal"]) != kernel.meta["causal"]:
+            raise UnsupportedShape(
+                f"built for D={consts['D']}, S a multiple of BM={consts['BM']}, causal="
+                f"{kernel.meta['causal']}; got D={d} S={s} causal={inputs['causal']}"
+            )
+        if kernel.meta["causal"] and k.shape[2] != s:
+            raise UnsupportedShape(
+                f"the causal kernel aligns queries and keys at the start: S == SKV, got "
+                f"S={s} SKV={k.shape[2]}"
+            )
+        key = tuple(t.data_ptr() for t in (q, k, v, o))
+        if key not in descs:
+            made = []
+            for t, name in ((q, "q_desc"), (k, "k_desc"), (v, "v_desc"), (o, "o_desc")):
+                desc = kernel.desc(name)
+                lay = gl.NVMMASharedLayout(
+                    swizzle_byte_width=desc.layout.swizzle_bytes, element_bitwidth=16, rank=2
+                )
+                block = [consts[desc.block[0]], d]
+                made.append(TensorDescriptor.from_tensor(t.view(-1, d), block, lay))
+            descs[key] = tuple(made)
+        grid = (s // consts["BM"], b * h)
+        ptrs = [inputs[p.tensor] for p in kernel.ptrs]
+        entry[grid](
+            *descs[key], *ptrs, s, k.shape[2], h, k.shape[1], **consts, num_warps=kernel.num_warps
+        )
+
+    return run

@@ -15,6 +15,11 @@ barrier passes in the first round).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from typing import Any
+
+from argus_core.errors import PolicyError, choices_error
 from argus_core.ir import explicit as x
 from argus_core.ir.explicit import ExplicitKernel
 from argus_plugins.dsl.explicit.lang import Kernel, cdiv, emin, npid, pid
@@ -32,6 +37,7 @@ def build(num_warps: int = 4, mma_in_flight: int = 1) -> ExplicitKernel:
     if mma_in_flight not in (0, 1):
         raise ValueError(f"invalid mma_in_flight {mma_in_flight!r}; valid choices: 0, 1")
     k = Kernel("gemm_ws_persistent", family="gemm", num_warps=num_warps)
+    k.meta(grid="(min(NUM_SMS, cdiv(M, BM) * cdiv(N, BN)),)", outputs=("c",))
     M, N, K = k.scalar("M"), k.scalar("N"), k.scalar("K")
     BM, BN, BK = k.const("BM", 128), k.const("BN", 128), k.const("BK", 64)
     STAGES, GROUP = k.const("STAGES", 4), k.const("GROUP", 8)
@@ -99,6 +105,7 @@ def build_cdna3(lds_stages: int = 2) -> ExplicitKernel:
     if lds_stages not in (1, 2):
         raise ValueError(f"invalid lds_stages {lds_stages!r}; valid choices: 1, 2")
     k = Kernel("gemm_cdna3", family="gemm")
+    k.meta(grid="(min(NUM_CUS, cdiv(M, BM) * cdiv(N, BN)),)", outputs=("c",))
     M, N, K = k.scalar("M"), k.scalar("N"), k.scalar("K")
     BM, BN, BK = k.const("BM", 128), k.const("BN", 128), k.const("BK", 64)
     GROUP = k.const("GROUP", 8)
@@ -135,3 +142,104 @@ def build_cdna3(lds_stages: int = 2) -> ExplicitKernel:
                 k.mfma("acc", "a_lds", s, "b_lds", s)
             k.store_tile("c_ptr", "acc", (off_m, off_n), N)
     return k.build()
+
+
+# the build knobs a policy with `level: explicit` may set, per Gluon target, and their values
+KNOBS: dict[str, dict[str, tuple[int, ...]]] = {
+    "hopper-gluon": {"num_warps": (4, 8), "mma_in_flight": (0, 1)},
+    "cdna3-gluon": {"lds_stages": (1, 2)},
+}
+
+
+# fp32 accumulator registers per thread a consumer warpgroup keeps without spilling
+MAX_ACC_REGS = 128
+
+
+def for_policy(knobs: dict[str, Any], tiles: dict[str, int], target: str) -> ExplicitKernel:
+    """The explicit GEMM for `target` built from a policy's knobs, constexprs bound from
+    its tiles. PolicyError naming a bad target, knob, value or tile and the valid ones."""
+    if target not in KNOBS:
+        raise PolicyError(choices_error("explicit GEMM target", target, tuple(KNOBS)))
+    valid = KNOBS[target]
+    for name, value in knobs.items():
+        if name not in valid:
+            raise PolicyError(
+                f"{target}: " + choices_error("explicit GEMM option", name, tuple(valid))
+            )
+        if value not in valid[name]:
+            raise PolicyError(f"{target}: " + choices_error(name, value, valid[name]))
+    if target == "hopper-gluon":
+        kernel = build(int(knobs.get("num_warps", 4)), int(knobs.get("mma_in_flight", 1)))
+    else:
+        kernel = build_cdna3(int(knobs.get("lds_stages", 2)))
+    try:
+        kernel = kernel.with_consts(**tiles)
+    except x.ExplicitIRError as exc:
+        raise PolicyError(f"{target}: explicit GEMM tiles: {exc}") from None
+    c = kernel.consts
+    per_thread = c["BM"] * c["BN"] // (32 * kernel.num_warps)
+    if target == "hopper-gluon" and per_thread > MAX_ACC_REGS:
+        raise PolicyError(
+            f"{target}: a {c['BM']}x{c['BN']} fp32 accumulator over {kernel.num_warps} warps is "
+            f"{per_thread} registers per thread, over {MAX_ACC_REGS}; use num_warps=8 or a "
+            "smaller BN"
+        )
+    return kernel
+
+
+def launcher(kernel: ExplicitKernel, source: str) -> Callable[[dict[str, Any]], None]:
+    """A callable running the lowered `kernel` (Hopper: TMA descriptors over a [M, K],
+    b [K, N], c [M, N]; CDNA3: pointers) on the GEMM family's GPU inputs, one program per
+    SM/CU (at most one per tile). UnsupportedShape for operands it cannot take."""
+    from argus_core.evaluate.explicit_check import UnsupportedShape
+    from argus_core.lowering.gluon import load_entry
+
+    entry = load_entry(kernel, source)
+    consts = dict(kernel.consts)
+    descs: dict[tuple[int, ...], tuple[Any, ...]] = {}
+
+    def run(inputs: dict[str, Any]) -> None:
+        import torch
+
+        a, b, c = inputs["a"], inputs["b"], inputs["c"]
+        m, kk = a.shape
+        n = b.shape[1]
+        if a.dtype != torch.bfloat16:
+            raise UnsupportedShape(f"the explicit GEMM is bf16 only, not {a.dtype}")
+        tiles = math.ceil(m / consts["BM"]) * math.ceil(n / consts["BN"])
+        units = torch.cuda.get_device_properties(0).multi_processor_count
+        grid = (min(units, tiles),)
+        if kernel.descs:
+            if kk % 8 or n % 8:  # TMA: 16-byte aligned row strides of bf16 operands
+                raise UnsupportedShape(f"TMA needs K and N multiples of 8, got K={kk} N={n}")
+            key = (a.data_ptr(), b.data_ptr(), c.data_ptr())
+            if key not in descs:
+                descs[key] = tuple(
+                    _tma_desc(kernel, t, name, consts)
+                    for t, name in ((a, "a_desc"), (b, "b_desc"), (c, "c_desc"))
+                )
+            entry[grid](*descs[key], m, n, kk, **consts, num_warps=kernel.num_warps)
+        else:
+            if m % consts["BM"] or n % consts["BN"] or kk % consts["BK"]:
+                raise UnsupportedShape(
+                    f"the CDNA3 explicit GEMM needs M, N, K multiples of BM, BN, BK "
+                    f"({consts['BM']}, {consts['BN']}, {consts['BK']}), got {m}, {n}, {kk}"
+                )
+            entry[grid](a, b, c, m, n, kk, **consts, num_warps=kernel.num_warps)
+
+    return run
+
+
+def _tma_desc(kernel: ExplicitKernel, t: Any, name: str, consts: dict[str, int]) -> Any:
+    """A host TMA descriptor over `t` with the block and shared layout `name` declares."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    d = kernel.desc(name)
+    layout = gl.NVMMASharedLayout(
+        swizzle_byte_width=d.layout.swizzle_bytes,
+        element_bitwidth=d.layout.element_bits,
+        rank=2,
+        transposed=d.layout.transposed,
+    )
+    return TensorDescriptor.from_tensor(t, [consts[b] for b in d.block], layout)

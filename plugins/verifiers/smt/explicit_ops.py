@@ -26,6 +26,19 @@ counter, the kernel's constexprs fixed):
   accumulator layout whose warps are not the partition's (threads that do not exist, or
   two threads owning one element).
 
+- **MMAs in flight** (issue order; `WgmmaWait(n)` leaves the last n running): the softmax
+  reads no scores, and no rescale (in the softmax or `RescaleAcc`) touches an accumulator,
+  that a running wgmma writes; no register A operand of a running wgmma is overwritten
+  (`register-race`); the wait retiring a wgmma with a register A operand lists it in
+  `keep` when other registers were computed meanwhile (`register-not-kept`: the compiler
+  could reuse its registers under the MMA).
+- **carried operands**: a register A operand that a `Move` later in the loop body sets
+  holds the previous iteration's value: its fragment tags are the source softmax's with the
+  loop variable one step back, and the value computed before the loop must agree with them
+  at the first iteration (the overlapped attention's P).
+- **barrier counts** summed over the partitions whose loops share a counter (two consumer
+  warpgroups each releasing every stage), and the lse rows stored at the Q block's rows.
+
 Every counterexample names its kind, the program point, and where it applies the
 iteration, stage, phase, element, shared address, warp and lane.
 """
@@ -223,25 +236,26 @@ def _release_bars(w: _Site) -> set[str]:
 def _check_barrier_counts(ctx: _Ctx) -> None:
     """Each barrier's init count equals the arrivals one phase gets: one per Expect (the
     expecting thread arrives) and one per Arrive, per loop iteration where they are in a
-    counted loop, else in the whole partition."""
+    counted loop (summed over the partitions whose loops share that counter: two consumer
+    warpgroups releasing one ring stage), else in the whole partition."""
     k = ctx.kernel
     for b in k.barriers:
-        per_body: list[tuple[int, x.XOp]] = []
+        per_body: dict[tuple[str, ...], tuple[int, x.XOp]] = {}
         for p in k.partitions:
-            bodies = [
-                op.body
-                for op in x.walk(p.body)
-                if isinstance(op, x.Loop) and op.counter is not None
+            loops = [
+                op for op in x.walk(p.body) if isinstance(op, x.Loop) and op.counter is not None
             ]
-            top = [op for op in x.walk(p.body) if not any(op in body for body in bodies)]
-            for body in [*bodies, tuple(top)]:
+            bodies = [(("loop", op.counter.name), op.body) for op in loops]
+            top = [op for op in x.walk(p.body) if not any(op in body for _, body in bodies)]
+            for key, body in [*bodies, (("top", p.name), tuple(top))]:
                 ops = [
                     op for op in body if isinstance(op, x.Expect | x.Arrive) and op.bar == b.name
                 ]
                 if ops:
-                    per_body.append((len(ops), ops[0]))
+                    n, first = per_body.get(key, (0, ops[0]))
+                    per_body[key] = (n + len(ops), first)
         ctx.assertions += 1
-        for n, first in per_body:
+        for n, first in per_body.values():
             if n != b.count:
                 ctx.report(
                     "barrier-count",
@@ -582,7 +596,7 @@ def _check_fragments(ctx: _Ctx) -> None:
     for p in k.partitions:
         for op in x.walk(p.body):
             if isinstance(op, x.Wgmma):
-                tags = _mma_tags(ctx, op, writes, mmas, softmax)
+                tags = _mma_tags(ctx, op, writes, mmas, softmax, p)
                 if tags is not None:
                     _compare_k(ctx, op, tags)
                     _check_output_tags(ctx, p, op, tags)
@@ -594,9 +608,59 @@ def _b_axes(op: x.Wgmma) -> tuple[int, int]:
     return (1, 0) if op.b_trans else (0, 1)
 
 
-def _mma_tags(ctx, op, writes, mmas, softmax) -> dict[str, Any] | None:
+def _subs_once(e: IntLike, values: dict[Sym, IntLike]) -> IntLike:
+    """`e` with each symbol of `values` replaced once (not again inside its replacement)."""
+    return e if isinstance(e, int) else e.subs(values)
+
+
+def _last_before(part: x.Partition, point: str, pred) -> Any:
+    """The last op of `part` before `point` in program order (depth first) that satisfies
+    `pred`, or None."""
+    found = None
+    for op in x.walk(part.body):
+        if op.point == point:
+            return found
+        if pred(op):
+            found = op
+    return found
+
+
+def _carried(part: x.Partition, op: x.Wgmma) -> tuple[x.Move, x.Loop] | None:
+    """(the Move, its loop) when `op`'s register A operand is carried around a loop: a Move
+    into it later in the same loop body, so at this wgmma it holds the previous
+    iteration's value."""
+    for loop in (o for o in x.walk(part.body) if isinstance(o, x.Loop)):
+        points = [o.point for o in loop.body]
+        if op.point not in points:
+            continue
+        later = loop.body[points.index(op.point) + 1 :]
+        for o in later:
+            if isinstance(o, x.Move) and o.dst == op.a:
+                return o, loop
+    return None
+
+
+def _register_source(ctx, op, writes, mmas, softmax, part, sm) -> dict[str, Any] | None:
+    """Tags of the scores the softmax `sm` read (the wgmma before it on its `s_acc`)."""
+    src = None
+    if part is not None:
+        src = _last_before(part, sm.point, lambda o: isinstance(o, x.Wgmma) and o.acc == sm.s_acc)
+    src = src or mmas.get(sm.s_acc)
+    if src is None:
+        return None
+    inner = _mma_tags(ctx, src, writes, mmas, softmax, part)
+    if inner is None:
+        return None
+    wsrc = writes[src.b][0]
+    extent = ctx.kernel.const(ctx.kernel.desc(wsrc.desc).block[_b_axes(src)[1]], ctx.consts)
+    return {"col": inner["col"], "extent": extent, "row": inner.get("row")}
+
+
+def _mma_tags(ctx, op, writes, mmas, softmax, part=None) -> dict[str, Any] | None:
     """Tags (global coordinates of element 0, extent, where) of A's rows and K and of B's
-    K and columns, following a register A back through OnlineSoftmax to its scores."""
+    K and columns, following a register A back through OnlineSoftmax to its scores (and,
+    for an operand carried around a loop by a Move, to the previous iteration's softmax:
+    the loop variable one step back, with the value before the loop checked to agree)."""
     k = ctx.kernel
     if op.b not in writes:
         return None
@@ -615,19 +679,45 @@ def _mma_tags(ctx, op, writes, mmas, softmax) -> dict[str, Any] | None:
         tags["k_a"] = (_expand(wa.coords[1], la), k.const(da.block[1], ctx.consts), wa.point)
         tags["row"] = (_expand(wa.coords[0], la), wa.point)
         return tags
-    sm = softmax.get(op.a)
-    src = mmas.get(sm.s_acc) if sm is not None else None
-    if src is None:
-        return None
-    inner = _mma_tags(ctx, src, writes, mmas, softmax)
-    if inner is None:
-        return None
-    # P's column j is the score of the key in column j of the scores: B's column tag there
-    col, where = inner["col"]
-    wsrc = writes[src.b][0]
-    extent = k.const(k.desc(wsrc.desc).block[_b_axes(src)[1]], ctx.consts)
-    tags["k_a"] = (col, extent, where)
-    tags["row"] = inner.get("row")
+    carried = _carried(part, op) if part is not None else None
+    if carried is None:
+        sm = None
+        if part is not None:
+            sm = _last_before(
+                part, op.point, lambda o: isinstance(o, x.OnlineSoftmax) and o.p == op.a
+            )
+        sm = sm or softmax.get(op.a)
+        got = _register_source(ctx, op, writes, mmas, softmax, part, sm) if sm else None
+        if got is None:
+            return None
+        # P's column j is the score of the key in column j of the scores: B's column tag
+        col, where = got["col"]
+    else:
+        move, loop = carried
+        sm = _last_before(
+            part, move.point, lambda o: isinstance(o, x.OnlineSoftmax) and o.p == move.src
+        )
+        got = _register_source(ctx, op, writes, mmas, softmax, part, sm) if sm else None
+        if got is None:
+            return None
+        col, where = got["col"]
+        col = _subs_once(col, {loop.var: loop.var - loop.step})  # the previous iteration's P
+        where = f"{where} (one iteration back, carried by {move.point})"
+        first = _last_before(
+            part, loop.point, lambda o: isinstance(o, x.OnlineSoftmax) and o.p == op.a
+        )
+        init = _register_source(ctx, op, writes, mmas, softmax, part, first) if first else None
+        entry = _subs_once(col, {loop.var: loop.start})
+        if init is None or _counterexample(ctx, init["col"][0], entry) is not None:
+            ctx.report(
+                "fragment-tag",
+                op,
+                f"at the loop's first iteration {op.a} holds the value computed before the "
+                f"loop{f' at {first.point}' if first else ' (none)'}, whose key block is not "
+                f"the one the carried value would have ({_src(entry)})",
+            )
+    tags["k_a"] = (col, got["extent"], where)
+    tags["row"] = got.get("row")
     return tags
 
 
@@ -711,6 +801,22 @@ def _check_output_tags(ctx: _Ctx, part: x.Partition, mma: x.Wgmma, tags: dict[st
         if isinstance(op, x.StoreShared | x.NormalizeStore)
         and (op.acc if isinstance(op, x.StoreShared) else op.o) == mma.acc
     }
+    lses = [op for op in x.walk(part.body) if isinstance(op, x.StoreLse) and op.s_acc == mma.acc]
+    for st in lses:  # the log-sum-exp of the score rows lands at those rows
+        if tags.get("row") is None:
+            continue
+        src, where = tags["row"]
+        dst = _expand(st.row0, lets_c)
+        cex = _counterexample(ctx, src, dst)
+        if cex is not None:
+            env = {**cex, **ctx.consts}
+            ctx.report(
+                "output-tag",
+                st,
+                f"the log-sum-exp of the scores of rows {_eval(src, env)}... (A loaded at "
+                f"{where}) is stored at rows {_src(st.row0)} = {_eval(dst, env)}... (e.g. {cex})",
+                values=cex,
+            )
     stores = [op for op in x.walk(part.body) if isinstance(op, x.TmaStore) and op.src in written]
     for st in stores:
         for axis, key, what in ((0, "row", "row"), (1, "col", "column")):
@@ -811,7 +917,40 @@ def _same_layout(ctx: _Ctx, op: x.XOp, d: x.Desc, buf: x.Shared) -> None:
 class _State:
     stores_reading: dict[str, str] = field(default_factory=dict)  # buffer -> TmaStore point
     unfenced: dict[str, str] = field(default_factory=dict)  # buffer -> StoreShared point
-    mma_in_flight: dict[str, list[str]] = field(default_factory=dict)  # acc -> Wgmma points
+    # the partition's wgmmas in flight, in issue order (a wait leaves the last `pending`)
+    flying: list[x.Wgmma] = field(default_factory=list)
+    # register operands written (softmax, move) since each in-flight wgmma was issued
+    written_since: dict[str, list[str]] = field(default_factory=dict)  # wgmma point -> regs
+
+
+def _flying_on(st: _State, acc: str) -> list[x.Wgmma]:
+    return [op for op in st.flying if op.acc == acc]
+
+
+def _read_in_flight(ctx: _Ctx, st: _State, op: x.XOp, acc: str, what: str) -> None:
+    mine = _flying_on(st, acc)
+    if mine:
+        ctx.report(
+            "acc-read-in-flight",
+            op,
+            f"{what} {acc} while the wgmma at {mine[-1].point} may still write it "
+            "(missing WgmmaWait that retires it)",
+        )
+
+
+def _write_regs(ctx: _Ctx, st: _State, op: x.XOp, reg: str) -> None:
+    """`reg` is (re)written: an in-flight wgmma reading it as its A operand would read a
+    value that changes under it."""
+    for mma in st.flying:
+        if mma.a_stage is None and mma.a == reg:
+            ctx.report(
+                "register-race",
+                op,
+                f"register operand {reg} is overwritten while the wgmma at {mma.point} that "
+                "reads it may still run: retire it first (WgmmaWait)",
+                register=reg,
+            )
+        st.written_since.setdefault(mma.point, []).append(reg)
 
 
 def _check_races(ctx: _Ctx) -> None:
@@ -838,17 +977,40 @@ def _run(ctx: _Ctx, part: x.Partition, body: tuple[x.XOp, ...], st: _State) -> N
             for _ in range(2):  # the second pass sees the state the back edge carries
                 _run(ctx, part, op.body, st)
         elif isinstance(op, x.Wgmma):
-            st.mma_in_flight.setdefault(op.acc, []).append(op.point)
+            st.flying.append(op)
+            st.written_since[op.point] = []
         elif isinstance(op, x.WgmmaWait):
-            pend = st.mma_in_flight.get(op.acc, [])
-            st.mma_in_flight[op.acc] = pend[len(pend) - op.pending :] if op.pending else []
+            keep = len(st.flying) - op.pending if op.pending else len(st.flying)
+            retired, st.flying = st.flying[:keep], st.flying[keep:]
+            for mma in retired:  # a register A operand must outlive its MMA
+                regs = st.written_since.pop(mma.point, [])
+                if mma.a_stage is None and regs and mma.a not in op.keep:
+                    ctx.report(
+                        "register-not-kept",
+                        op,
+                        f"this wait retires the wgmma at {mma.point}, which reads register "
+                        f"{mma.a}, after {', '.join(sorted(set(regs)))} were computed: the "
+                        f"compiler may reuse {mma.a}'s registers for them while the MMA still "
+                        f"reads it; list {mma.a} in keep",
+                        register=mma.a,
+                    )
+        elif isinstance(op, x.OnlineSoftmax):
+            _read_in_flight(ctx, st, op, op.s_acc, "the softmax reads")
+            if not op.alpha:
+                _read_in_flight(ctx, st, op, op.o, "the softmax rescales")
+            _write_regs(ctx, st, op, op.p)
+        elif isinstance(op, x.RescaleAcc):
+            _read_in_flight(ctx, st, op, op.acc, "the rescale multiplies")
+        elif isinstance(op, x.Move):
+            _write_regs(ctx, st, op, op.dst)
         elif isinstance(op, x.StoreShared | x.NormalizeStore):
             acc = op.acc if isinstance(op, x.StoreShared) else op.o
-            if st.mma_in_flight.get(acc):
+            mine = _flying_on(st, acc)
+            if mine:
                 ctx.report(
                     "acc-read-in-flight",
                     op,
-                    f"{acc} is read while wgmma {st.mma_in_flight[acc][-1]} may still "
+                    f"{acc} is read while wgmma {mine[-1].point} may still "
                     "write it (missing WgmmaWait(0))",
                 )
             if op.dst in st.stores_reading:

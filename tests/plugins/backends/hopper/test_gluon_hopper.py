@@ -46,11 +46,21 @@ def test_a_block_over_the_swizzle_width_fails_with_the_compilers_message():
     assert report.error
 
 
-@pytest.mark.parametrize(("d", "causal"), [(128, False), (128, True), (64, False)])
-def test_ws_attention_cross_compiles_to_hgmma_and_tma(d, causal):
+@pytest.mark.parametrize(
+    ("d", "causal", "stages", "consumers", "overlap"),
+    [
+        (128, False, 2, 1, False),
+        (128, True, 2, 1, False),
+        (64, False, 2, 1, False),
+        (128, False, 3, 2, False),
+        (64, True, 4, 2, False),
+        (128, True, 2, 2, True),
+    ],
+)
+def test_ws_attention_cross_compiles_to_hgmma_and_tma(d, causal, stages, consumers, overlap):
     from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
 
-    report = compile_explicit(build_attention(d, causal))
+    report = compile_explicit(build_attention(d, causal, stages, consumers, overlap))
     assert report.ok, report.error
     assert report.instructions["hgmma"] > 0  # both S = QK^T and O += PV
     assert report.instructions["utmaldg"] >= 3  # Q, K, V by TMA
@@ -71,3 +81,43 @@ def test_attention_lowering_reads_k_transposed_and_p_from_registers():
     assert "gl.minimum(gl.cdiv((gl.cdiv(S, BM) - 1 - gl.program_id(0) + 1) * BM, BN)" in src
     for bar in ("q_bar", "k_ready", "v_ready", "kv_empty"):
         assert f"mbarrier.init({bar}.index(_i), count=1)" in src
+    # only blocks reaching past SKV or the first query row are masked; the scale is folded
+    assert "if (j * BN + BN > SKV) | (j * BN + BN > " in src
+    assert "_p = gl.exp2(_qk * 0.12751743082459868 - _m_new[:, None])" in src
+    assert "gl.store(lse_ptr + _lse_rows, (m_i + gl.log2(l_i)) * 0.6931471805599453)" in src
+
+
+def test_two_consumer_attention_forks_two_warpgroups_that_both_release():
+    from argus_plugins.backends.hopper.gluon import lower
+    from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
+
+    src = lower(build_attention(128, causal=False, stages=3, consumers=2))
+    assert "mbarrier.init(kv_empty.index(_i), count=2)" in src
+    assert "], [4, 1], [232, 24])" in src  # the second warpgroup and the load warp
+    for w in (0, 1):  # each stores O through its own Q buffer and releases every stage
+        assert f"q{w}_smem.store((o_acc{w} / " in src
+        assert f"o_acc{w} = warpgroup_mma(p{w}, v_ring.index(it % STAGES), o_acc{w}" in src
+    assert src.count("mbarrier.arrive(kv_empty.index(it % STAGES), count=1)") == 2
+
+
+def test_overlapped_attention_issues_the_next_s_with_this_pv():
+    from argus_plugins.backends.hopper.gluon import lower
+    from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
+
+    src = lower(build_attention(128, causal=True, consumers=2, overlap=True))
+    body = src[src.index("def _part_softmax0") : src.index("def _part_softmax1")]
+    loop = body[body.index("    for j in range") :]
+    order = [
+        "s_acc0 = warpgroup_mma(q0_smem, k_ring.index(it % STAGES)",
+        "o_acc0 = warpgroup_mma(p0, v_ring.index(it % STAGES), o_acc0, is_async=True)",
+        "s_acc0 = warpgroup_mma_wait(1, deps=(s_acc0,))",
+        "pn0 = gl.convert_layout(_p.to(gl.bfloat16)",
+        "o_acc0, p0 = warpgroup_mma_wait(0, deps=(o_acc0, p0,))",  # P_j kept alive
+        "mbarrier.arrive(kv_empty.index(it % STAGES), count=1)",
+        "o_acc0 = o_acc0 * alpha0[:, None]",  # the deferred rescale
+        "p0 = pn0",
+    ]
+    assert [loop.index(line) for line in order] == sorted(loop.index(line) for line in order)
+    # the producer brings K block j + 1 with V block j; K block 0 once, before the loop
+    assert "[kv_row + (j + 1) * BN, 0], k_ready.index(it % STAGES)" in src
+    assert "tma.async_copy_global_to_shared(k_desc, [kv_row, 0], k0_bar.index(0), k0_smem)" in src

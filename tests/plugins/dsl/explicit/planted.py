@@ -450,6 +450,132 @@ BUGS += [
 ]
 
 
+# the attention with two independent consumer warpgroups (`consumers=2`, causal)
+HM_ = Sym("HM", "const", 1)
+BUGS += [
+    Bug(
+        "attn2-kv-empty-counts-one-consumer",
+        "",
+        None,
+        "barrier-count",
+        "softmax0/j/8:Arrive",
+        base="attention-2",
+        barrier_count=("kv_empty", 1),
+    ),
+    Bug(
+        "attn2-second-consumer-never-releases",
+        "softmax1/j/8:Arrive",
+        None,
+        "barrier-count",
+        "softmax0/j/8:Arrive",
+        base="attention-2",
+    ),
+    Bug(
+        "attn2-lse-rows-of-the-other-warpgroup",
+        "softmax1/9:StoreLse",
+        x.StoreLse("lse_ptr", "m_i1", "l_i1", "s_acc1", q_row - HM_),
+        "output-tag",
+        "softmax1/9:StoreLse",
+        base="attention-2",
+    ),
+    Bug(
+        "attn2-scores-from-the-other-q",
+        "softmax1/j/2:Wgmma",
+        x.Wgmma("s_acc1", "q0_smem", 0, "k_ring", s, True, False),
+        "output-tag",
+        "softmax1/7:TmaStore",
+        base="attention-2",
+    ),
+    Bug(
+        "attn2-lse-before-rows-shift",
+        "softmax0/9:StoreLse",
+        x.StoreLse("lse_ptr", "m_i0", "l_i0", "s_acc0", q_row + BM_),
+        "output-tag",
+        "softmax0/9:StoreLse",
+        base="attention-2",
+    ),
+]
+
+
+# the overlapped consumers (`overlap=True`: S of block j + 1 issued with O += P_j V_j, the
+# softmax of block j + 1 while the PV wgmma runs, P carried to the next iteration)
+SKV_ = Sym("SKV", "shape", 1)
+m0 = Sym("m0", "scalar")
+BUGS += [
+    Bug(
+        "attn2o-pv-wait-does-not-keep-p",
+        "softmax0/j/7:WgmmaWait",
+        x.WgmmaWait("o_acc0", 0),
+        "register-not-kept",
+        "softmax0/j/7:WgmmaWait",
+        base="attention-2o",
+    ),
+    Bug(
+        "attn2o-softmax-rescales-o-under-the-pv-wgmma",
+        "softmax0/j/6:OnlineSoftmax",
+        x.OnlineSoftmax(
+            "s_acc0", "m_i0", "l_i0", "o_acc0", "pn0", 0.1275, m0, (j + 1) * BN_, SKV_, True
+        ),
+        "acc-read-in-flight",
+        "softmax0/j/6:OnlineSoftmax",
+        base="attention-2o",
+    ),
+    Bug(
+        "attn2o-softmax-before-s-retired",
+        "softmax0/j/5:WgmmaWait",
+        x.WgmmaWait("s_acc0", 2),
+        "acc-read-in-flight",
+        "softmax0/j/6:OnlineSoftmax",
+        base="attention-2o",
+    ),
+    Bug(
+        "attn2o-softmax-overwrites-p-in-flight",
+        "softmax0/j/6:OnlineSoftmax",
+        x.OnlineSoftmax(
+            "s_acc0",
+            "m_i0",
+            "l_i0",
+            "o_acc0",
+            "p0",
+            0.1275,
+            m0,
+            (j + 1) * BN_,
+            SKV_,
+            True,
+            "alpha0",
+        ),
+        "register-race",
+        "softmax0/j/6:OnlineSoftmax",
+        base="attention-2o",
+    ),  # fmt: skip
+    Bug(
+        "attn2o-rescale-before-pv-retired",
+        "softmax0/j/7:WgmmaWait",
+        x.RescaleAcc("o_acc0", "alpha0"),
+        "acc-read-in-flight",
+        "softmax0/j/7:RescaleAcc",
+        base="attention-2o",
+        more=(("softmax0/j/9:RescaleAcc", x.WgmmaWait("o_acc0", 0, ("p0",))),),
+    ),
+    Bug(
+        "attn2o-k-block-not-one-ahead",
+        "load/j/2:TmaLoad",
+        x.TmaLoad("k_desc", (kv_row + j * BN_, 0), "k_ring", s, "k_ready"),
+        "fragment-tag",
+        "softmax0/j/4:Wgmma",
+        base="attention-2o",
+    ),
+    Bug(
+        "attn2o-first-k-block-wrong",
+        "load/6:TmaLoad",
+        x.TmaLoad("k_desc", (kv_row + BN_, 0), "k0_smem", 0, "k0_bar"),
+        "fragment-tag",
+        "softmax0/j/4:Wgmma",
+        base="attention-2o",
+    ),
+]
+
+
 def kernel_for(bug: Bug) -> x.ExplicitKernel:
     from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
     from argus_plugins.kernels.gemm.kernel_explicit import build, build_cdna3
@@ -459,6 +585,8 @@ def kernel_for(bug: Bug) -> x.ExplicitKernel:
         "cdna3": build_cdna3,
         "cdna3-1": lambda: build_cdna3(1),
         "attention": lambda: build_attention(causal=True),
+        "attention-2": lambda: build_attention(causal=True, consumers=2),
+        "attention-2o": lambda: build_attention(causal=True, consumers=2, overlap=True),
         "hopper-unpipelined": lambda: build(4, 0),
         "hopper-1-stage": lambda: build(4, 0).with_consts(STAGES=1),
         "hopper-pipelined-1-stage": lambda: build().with_consts(STAGES=1),

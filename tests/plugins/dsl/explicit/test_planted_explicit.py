@@ -40,6 +40,11 @@ def test_corpus_size_and_coverage():
         build_attention(),
         build_attention(causal=True),
         build_attention(64, stages=3),
+        build_attention(consumers=2),
+        build_attention(causal=True, stages=3, consumers=2),
+        build_attention(64, stages=4, consumers=2),
+        build_attention(consumers=2, overlap=True),
+        build_attention(64, causal=True, stages=3, consumers=2, overlap=True),
     ],
     ids=lambda k: k.name,
 )
