@@ -72,8 +72,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     still run); 130 after Ctrl-C; otherwise the largest status a job returned. Hydra's own
     errors in modes that are not pre-checked (--cfg, ...) exit through Hydra with 1.
     """
-    from hydra._internal.utils import get_args_parser
-
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list[:1] == ["report"]:  # `argus report ...`: reads an MLflow store, no Hydra
         from argus_core.report import main as report_main
@@ -83,10 +81,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from argus_core.report.show import main as show_main
 
         return show_main(args_list[1:])
+    if args_list[:1] == ["export"]:  # `argus export RUN ...`: a run's kernel as a package
+        from argus_core.export import main as export_main
+
+        return export_main(args_list[1:])
     if args_list[:1] in (["--version"], ["-V"]):
         print(version_line())
         return 0
-    args = get_args_parser().parse_args(args_list)  # --version and bad flags exit here
+    args = args_parser().parse_args(args_list)  # bad flags exit here (status 2)
     register_schemas()
     search_paths, plugin_names = _plugins()
     if _prechecked(args):
@@ -121,6 +123,32 @@ def version_line() -> str:
         except PackageNotFoundError:
             continue
     return f"argus {argus_core.__version__} ({', '.join(tools)})"
+
+
+def args_parser() -> argparse.ArgumentParser:
+    """The command line `hydra.main` accepts (its documented flags, `--hydra-help`), parsed
+    here first so that a single run can be composed and checked before Hydra starts; the
+    same argv then goes to `hydra.main`, which parses it again. Built with argparse, not
+    Hydra's internal parser (only Hydra's public API is used)."""
+    parser = argparse.ArgumentParser(prog="argus", add_help=False)
+    flag = parser.add_argument
+    flag("overrides", nargs="*", help="key=value overrides")
+    flag("--help", "-h", action="store_true")
+    flag("--hydra-help", action="store_true")
+    flag("--version", "-V", action="version", version=version_line())
+    flag("--cfg", "-c", choices=["job", "hydra", "all"])
+    flag("--resolve", action="store_true")
+    flag("--package", "-p")
+    flag("--run", "-r", action="store_true")
+    flag("--multirun", "-m", action="store_true")
+    flag("--shell-completion", "-sc", action="store_true")
+    flag("--config-path", "-cp")
+    flag("--config-name", "-cn")
+    flag("--config-dir", "-cd")
+    flag("--experimental-rerun")
+    info = ["all", "config", "defaults", "defaults-tree", "plugins", "searchpath"]
+    flag("--info", "-i", const="all", nargs="?", choices=info)
+    return parser
 
 
 def _prechecked(args: argparse.Namespace) -> bool:

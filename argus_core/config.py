@@ -27,6 +27,7 @@ SCHEMA_NAME = "argus_schema"
 GROUPS: tuple[str, ...] = ("kernel", "dsl", "verifier", "backend", "planner", "llm", "tracking")
 PROGRESS_CHOICES: tuple[str, ...] = ("auto", "on", "off")
 CORRECTNESS_CHOICES: tuple[str, ...] = ("auto", "interpret", "device", "off")
+CACHE_CHOICES: tuple[str, ...] = ("disk", "off")  # the options of the `cache` group
 
 # --------------------------------------------------------------------------- schemas
 
@@ -41,6 +42,10 @@ class KernelConfig:
     source: str | None = None  # a DSL file to use instead of the family's own kernel
     path: str | None = None  # a directory of task files (kernel=kernelbench)
     task: str | None = None  # one task in it, "<level>/<id>" (kernel=kernelbench)
+    # the shape domain proved (argus_core.domain): symbol -> {min, max, multiple_of}
+    # (Any, default None: a whole mapping given on the command line replaces it; the values
+    # are checked by argus_core.domain.parse_domain before any candidate runs)
+    domain: Any = None
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -103,6 +108,15 @@ class EvaluateConfig:
 
 
 @dataclass
+class CacheConfig:
+    """The result cache across runs and sweep jobs (argus_core.cache; conf/cache/*.yaml)."""
+
+    name: str = "disk"  # one of CACHE_CHOICES; `cache=off` stores and reuses nothing
+    dir: str | None = None  # where (conf/cache/disk.yaml: $ARGUS_CACHE_DIR or .argus/cache)
+    measured: bool = True  # reuse a GPU check's measured time on the same device
+
+
+@dataclass
 class ArgusConfig:
     kernel: KernelConfig = MISSING  # appended on the command line: +kernel=NAME
     dsl: DSLConfig = field(default_factory=DSLConfig)
@@ -118,6 +132,7 @@ class ArgusConfig:
     # how untrusted code runs: auto | bwrap | none (None: $ARGUS_SANDBOX, default auto)
     sandbox: str | None = None
     evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
 
 
 def register_schemas() -> None:
@@ -206,6 +221,8 @@ def check_values(cfg: DictConfig) -> None:
     """Raise ConfigError for a value outside its closed set or range (types are the schema's)."""
     if cfg.progress not in PROGRESS_CHOICES:
         raise ConfigError(choices_error("progress", cfg.progress, PROGRESS_CHOICES))
+    if cfg.cache.name not in CACHE_CHOICES:
+        raise ConfigError(choices_error("cache.name", cfg.cache.name, CACHE_CHOICES))
     correctness = cfg.evaluate.correctness
     if correctness not in CORRECTNESS_CHOICES:
         raise ConfigError(choices_error("evaluate.correctness", correctness, CORRECTNESS_CHOICES))

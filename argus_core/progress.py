@@ -1,22 +1,22 @@
 """A progress display for a search: a bar over the candidate budget and a line per candidate.
 
-On a terminal the bar is redrawn in place (carriage return) and each finished candidate
-prints one line above it:
+The bar is `tqdm`'s, redrawn in place; each finished candidate prints one line above it
+(`tqdm.write`):
 
     [3/8] c003 BM128 BN128 BK64 G8 | w4 s2  ok  est 0.412 ms
     [4/8] c004 BM256 BN128 BK64 G8 | w8 s2  FAILED compile: out of registers
-    [####################----------------------]  4/8  best est 0.412 ms  12s
+    [####################--------------------]  4/8  best est 0.412 ms  12s
 
-Quiet mode (the stream is not a TTY, or enabled=False) writes nothing at all: no bar and
-no per-candidate lines, so logs and CI output stay clean; the end-of-run table
-(`argus_core.summary`) is printed by the caller either way.
+A long failure reason wraps onto indented lines, never cut. Quiet mode (the stream is not
+a TTY, or enabled=False) writes nothing at all: no bar and no per-candidate lines, so logs
+and CI output stay clean; the end-of-run table and every failure's full reason
+(`argus_core.summary`) are printed by the caller either way.
 """
 
 from __future__ import annotations
 
 import sys
 import textwrap
-import time
 from types import TracebackType
 from typing import TextIO
 
@@ -25,6 +25,8 @@ from argus_core.types import CandidateResult
 
 BAR_WIDTH = 40
 REASON_WIDTH = 120  # a longer failure reason wraps onto indented lines, never cut
+# tqdm's bar: '[####----]  3/8  best est 0.412 ms  12s' (`desc` holds the best time)
+BAR_FORMAT = "[{bar:" + str(BAR_WIDTH) + "}]  {n}/{total}{desc}  {elapsed_s:.0f}s"
 
 
 def candidate_line(done: int, total: int, result: CandidateResult) -> str:
@@ -62,13 +64,22 @@ class Progress:
         self.enabled = enabled
         self.done = 0
         self._best: tuple[float, bool] | None = None  # (ms, estimated) of the fastest ok result
-        self._started = 0.0
-        self._bar_len = 0  # length of the bar now on screen; 0 when none is drawn
+        self._bar = None  # the tqdm bar while one is drawn
 
     def start(self) -> Progress:
         """Begin timing and draw the empty bar."""
-        self._started = time.monotonic()
-        self._draw_bar()
+        if self.enabled and self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=self.total,
+                file=self.stream,
+                bar_format=BAR_FORMAT,
+                ascii="-#",
+                mininterval=0,
+                dynamic_ncols=False,
+                leave=True,
+            )
         return self
 
     def advance(self, result: CandidateResult) -> None:
@@ -77,44 +88,38 @@ class Progress:
         if result.ok and result.timing is not None:
             if self._best is None or result.timing.ms < self._best[0]:
                 self._best = (result.timing.ms, result.timing.estimated)
-        if not self.enabled:
+        if not self.enabled or self._bar is None:
             return
-        self._clear_bar()
-        self.stream.write(candidate_line(self.done, self.total, result) + "\n")
-        self._draw_bar()
+        self._bar.write(candidate_line(self.done, self.total, result), file=self.stream)
+        self._bar.set_description_str(self._best_text(), refresh=False)
+        self._bar.update(1)
 
     def close(self) -> None:
         """Leave the final bar on its own line; nothing more is drawn after this."""
-        if self.enabled and self._bar_len:
-            self.stream.write("\n")
-            self.stream.flush()
-        self._bar_len = 0
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
         self.enabled = False
 
     def bar(self) -> str:
-        """The bar's text: '[####----]  3/8  best est 0.412 ms  12s'."""
-        frac = min(self.done / self.total, 1.0) if self.total else 1.0
-        filled = round(frac * BAR_WIDTH)
-        text = f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}]  {self.done}/{self.total}"
-        if self._best is not None:
-            ms, estimated = self._best
-            text += f"  best {'est ' if estimated else ''}{format_ms(ms)} ms"
-        started = self._started or time.monotonic()
-        return text + f"  {time.monotonic() - started:.0f}s"
+        """The bar's text now: '[####----]  3/8  best est 0.412 ms  12s'."""
+        from tqdm import tqdm
 
-    def _draw_bar(self) -> None:
-        if not self.enabled:
-            return
-        text = self.bar()
-        # pad over a longer previous bar so no stale characters remain
-        self.stream.write("\r" + text.ljust(self._bar_len))
-        self.stream.flush()
-        self._bar_len = len(text)
+        elapsed = self._bar.format_dict["elapsed"] if self._bar is not None else 0.0
+        return tqdm.format_meter(
+            self.done,
+            self.total,
+            elapsed,
+            bar_format=BAR_FORMAT,
+            ascii="-#",
+            prefix=self._best_text(),
+        )
 
-    def _clear_bar(self) -> None:
-        if self._bar_len:
-            self.stream.write("\r" + " " * self._bar_len + "\r")
-            self._bar_len = 0
+    def _best_text(self) -> str:
+        if self._best is None:
+            return ""
+        ms, estimated = self._best
+        return f"  best {'est ' if estimated else ''}{format_ms(ms)} ms"
 
     def __enter__(self) -> Progress:
         return self.start()

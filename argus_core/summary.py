@@ -1,6 +1,6 @@
 """The end-of-run summary table, and the small judgements it shares with progress and tracking.
 
-`render_table` prints one fixed-width row per candidate. The helpers (`failure_parts`,
+`render_table` prints one fixed-width row per candidate (laid out by `tabulate`). The helpers (`failure_parts`,
 `is_correct`, `best_result`, `format_ms`) are the one place that decides what "failed at
 which stage", "correct" and "best" mean, so the table, the progress lines and the MLflow
 tracker never disagree.
@@ -98,17 +98,36 @@ def render_table(results: list[CandidateResult], estimated: bool) -> str:
     headers.append("status")
     right = [r for _, _, r in _COLUMNS] + [False]
     rows = [[cell(r) for _, cell, _ in _COLUMNS] + [_status_cell(r, best)] for r in results]
-    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
-
-    def line(cells: list[str]) -> str:
-        padded = [c.rjust(w) if ra else c.ljust(w) for c, w, ra in zip(cells, widths, right)]
-        return "  ".join(padded).rstrip()
-
-    out = [line(headers), "  ".join("-" * w for w in widths)]
-    out += [line(row) for row in rows] if rows else ["(no candidates)"]
+    out = text_table(headers, rows, right)
+    if not rows:
+        out.append("(no candidates)")
     if estimated:
         out.append(ESTIMATED_FOOTNOTE)
     return "\n".join(out)
+
+
+def text_table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]
+) -> list[str]:
+    """The lines of a plain-text table (`tabulate`'s "simple" format: a header line, a rule
+    of dashes per column, one line per row; cells taken as text, never reparsed as
+    numbers), each column right-aligned where `right` says, trailing blanks cut."""
+    import tabulate
+
+    # columns as wide as their widest cell: no extra padding around headers (module-level
+    # setting of tabulate, restored at once)
+    saved, tabulate.MIN_PADDING = tabulate.MIN_PADDING, 0
+    try:
+        text = tabulate.tabulate(
+            [list(r) for r in rows],
+            list(headers),
+            tablefmt="simple",
+            disable_numparse=True,
+            colalign=["right" if r else "left" for r in right],
+        )
+    finally:
+        tabulate.MIN_PADDING = saved
+    return [line.rstrip() for line in text.splitlines()]
 
 
 REASON_WIDTH = 100  # characters per line of a wrapped failure reason

@@ -17,6 +17,8 @@ dl() {
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl "$@"
 }
 dl hydra-core==1.3.2 omegaconf==2.3.0 z3-solver==5.4.1.0
+# the result cache, the progress bar and the tables (pure Python)
+dl diskcache==5.6.3 tqdm==4.70.1 tabulate==0.10.0
 # antlr4 4.9.3 (hydra's pin) ships only as an sdist: build its wheel here (pure Python)
 ls .whl/antlr4_python3_runtime-4.9.3-*.whl >/dev/null 2>&1 ||
   "$PY" -m pip wheel -q --no-deps -w .whl antlr4-python3-runtime==4.9.3

@@ -36,6 +36,14 @@ if "TRITON_CACHE_DIR" not in os.environ:
 RunArgus = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
+@pytest.fixture(autouse=True)
+def _own_result_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own result cache (argus_core.cache, `cache.dir` defaults to
+    $ARGUS_CACHE_DIR), in this process and in the `argus` processes it starts: no test
+    reuses another's verify, compile or check results, and none lands in the checkout."""
+    monkeypatch.setenv("ARGUS_CACHE_DIR", str(tmp_path / "argus-result-cache"))
+
+
 @pytest.fixture
 def run_argus(tmp_path: Path) -> RunArgus:
     """`run_argus(*args, cwd=tmp_path, env=None, timeout=300)` runs `python -m argus_core.cli

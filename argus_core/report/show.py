@@ -124,6 +124,8 @@ def render(rec: dict[str, Any], artifacts: list[str] | None = None) -> str:
     if timing:
         kind = "estimated" if timing.get("estimated") else "measured"
         lines += _wrap("time", f"{timing.get('ms')} ms ({kind}; {timing.get('model')})")
+    if rec.get("cache"):  # stages reused from the result cache (argus_core.cache)
+        lines += _wrap("from the result cache", ", ".join(rec["cache"]))
     lines += [f"  artifact: {path}" for path in artifacts or []]  # paths whole, to copy
     return "\n".join(lines)
 

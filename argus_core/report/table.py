@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from argus_core.report.store import CandidateRecord, RunRecord, Scope
-from argus_core.summary import ESTIMATED_FOOTNOTE, MISSING, format_ms
+from argus_core.summary import ESTIMATED_FOOTNOTE, MISSING, format_ms, text_table
 
 UNCHECKED_FOOTNOTE = (
     "? correctness not checked (evaluate.correctness=off): the fastest candidate that compiled"
@@ -178,30 +178,30 @@ def footnotes(rows: list[Row]) -> list[str]:
 def render_text(rows: list[Row], scope: Scope) -> str:
     """A fixed-width table with a title line and footnotes, ending without a newline."""
     body = [cells(r) for r in rows]
-    widths = [max(len(line[i]) for line in [list(HEADERS), *body]) for i in range(len(HEADERS))]
-
-    def line(values: list[str]) -> str:
-        padded = [
-            v.rjust(w) if h in _RIGHT else v.ljust(w) for v, w, h in zip(values, widths, HEADERS)
-        ]
-        return "  ".join(padded).rstrip()
-
     out = [scope.describe(sum(len(r.runs) for r in rows)), ""]
-    out += [line(list(HEADERS)), "  ".join("-" * w for w in widths)]
-    out += [line(b) for b in body] if body else ["(no runs)"]
+    out += text_table(HEADERS, body, [h in _RIGHT for h in HEADERS])
+    if not body:
+        out.append("(no runs)")
     return "\n".join(out + footnotes(rows))
 
 
 def render_markdown(rows: list[Row], scope: Scope) -> str:
     """A Markdown document: a heading, the table, the footnotes, ending with a newline."""
 
-    def line(values: list[str]) -> str:
-        return "| " + " | ".join(v.replace("|", "\\|") for v in values) + " |"
+    from tabulate import tabulate
 
-    align = ["---:" if h in _RIGHT else "---" for h in HEADERS]
+    def escaped(values: list[str]) -> list[str]:
+        return [v.replace("|", "\\|") for v in values]
+
+    table = tabulate(
+        [escaped(cells(r)) for r in rows],
+        escaped(list(HEADERS)),
+        tablefmt="pipe",
+        disable_numparse=True,
+        colalign=["right" if h in _RIGHT else "left" for h in HEADERS],
+    )
     out = [f"# Argus report: {scope.label}", "", scope.describe(sum(len(r.runs) for r in rows))]
-    out += ["", line(list(HEADERS)), "| " + " | ".join(align) + " |"]
-    out += [line(cells(r)) for r in rows]
+    out += ["", table]
     notes = footnotes(rows)
     if notes:
         out += [""] + [f"{n}  " for n in notes]

@@ -58,6 +58,7 @@ class ResultsLog:
 
     def __init__(self, run_dir: str | Path):
         self.path = Path(run_dir) / RECORDS
+        self._extra: dict[int, dict[str, Any]] = {}  # per candidate index, beside to_dict()
 
     def begin(self) -> Path | None:
         """Start this run's records: an earlier run's file in the same directory (a rerun
@@ -71,10 +72,12 @@ class ResultsLog:
         self.path.rename(old)
         return old
 
-    def append(self, result: CandidateResult) -> None:
-        """Append one record; on a failed write (disk full) the file is cut back to the
-        records before it, so it never ends in half a record."""
-        line = (json.dumps(result.to_dict(), default=str) + "\n").encode()
+    def append(self, result: CandidateResult, **extra: Any) -> None:
+        """Append one record (`extra` keys are added to it, and to its entry in results.json:
+        `cache`, the stages served from the result cache); on a failed write (disk full)
+        the file is cut back to the records before it, so it never ends in half a record."""
+        self._extra[result.index] = extra
+        line = (json.dumps({**result.to_dict(), **extra}, default=str) + "\n").encode()
         with open(self.path, "ab") as f:
             size = f.tell()
             try:
@@ -87,7 +90,8 @@ class ResultsLog:
 
     def write_final(self, results: list[CandidateResult]) -> Path:
         out = self.path.with_name(RESULTS)
-        write_atomic(out, json.dumps([r.to_dict() for r in results], indent=2, default=str))
+        records = [{**r.to_dict(), **self._extra.get(r.index, {})} for r in results]
+        write_atomic(out, json.dumps(records, indent=2, default=str))
         return out
 
 

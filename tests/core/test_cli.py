@@ -75,3 +75,53 @@ def test_unknown_flag_is_an_argparse_error(run_argus):
     proc = run_argus("--budget", "3")
     assert proc.returncode == 2
     assert "unrecognized arguments: --budget" in proc.stderr
+
+
+def test_only_public_hydra_apis():
+    """No module of argus_core imports Hydra's private `hydra._internal`."""
+    import ast
+    from pathlib import Path
+
+    import argus_core
+
+    root = Path(argus_core.__file__).parent
+    private = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            private += [f"{path.name}: {n}" for n in names if n.startswith("hydra._internal")]
+    assert private == []
+
+
+def test_pre_parser_takes_every_flag_hydra_main_takes():
+    """The pre-parse accepts the same flags (and their values) as `hydra.main`'s own parser,
+    so no command line Hydra would run is refused, and none it refuses is taken."""
+    from hydra._internal.utils import get_args_parser  # the reference, in this test only
+
+    from argus_core.cli import args_parser
+
+    def flags(parser):
+        return {
+            s: (a.nargs, tuple(a.choices or ()), a.const)
+            for a in parser._actions
+            for s in a.option_strings
+        }
+
+    ours, hydras = flags(args_parser()), flags(get_args_parser())
+    assert set(hydras) <= set(ours)
+    assert {s: ours[s] for s in hydras if s != "--version"} == {
+        s: v for s, v in hydras.items() if s != "--version"
+    }
+    args = args_parser().parse_args(["-m", "+kernel=gemm", "seed=0,1", "-i", "--cfg", "job"])
+    assert args.multirun and args.info == "all" and args.cfg == "job"
+    assert args.overrides == ["+kernel=gemm", "seed=0,1"]
+
+
+def test_version_anywhere_on_the_line(run_argus):
+    proc = run_argus("+kernel=gemm", "--version")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("argus ") and "triton " in proc.stdout

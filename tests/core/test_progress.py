@@ -74,3 +74,21 @@ def test_measured_time_has_no_est_label():
     r = result(1)
     r.timing = TimingReport(ms=1.25, estimated=False)
     assert candidate_line(1, 1, r).endswith("ok  1.250 ms")
+
+
+def test_bar_text_counts_without_a_display():
+    progress = Progress(4, stream=io.StringIO())
+    progress.advance(result(1, 0.5))
+    progress.advance(result(2, failure="compile: out of registers"))
+    assert progress.bar().startswith("[" + "#" * 20 + "-" * 20 + "]  2/4  best est 0.500 ms  ")
+
+
+def test_long_failure_on_a_tty_is_drawn_in_full_above_the_bar():
+    reason = "verify: " + "counterexample lane=63 k=17 " * 20 + "END"
+    stream = FakeTTY()
+    with Progress(2, stream=stream) as progress:
+        progress.advance(result(1, failure=reason))
+    printed = [ln.split("\r")[-1] for ln in stream.getvalue().split("\n")]
+    body = [ln for ln in printed if ln and not ln.startswith("[#")]
+    assert body[-1].endswith("END") and all(len(ln) <= REASON_WIDTH for ln in body)
+    assert " ".join(ln.strip() for ln in body).endswith(" ".join(reason.split()))

@@ -68,3 +68,17 @@ def test_a_second_run_in_the_same_directory_does_not_append_to_the_first(tmp_pat
     )
     second.append(_results()[1])
     assert [r["candidate"]["id"] for r in load_records(tmp_path)] == ["c002"]
+
+
+def test_show_names_the_stages_taken_from_the_result_cache(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    log = ResultsLog(run_dir)
+    first, second = _results()
+    log.append(first, cache=[])
+    log.append(second, cache=["verify", "compile", "check"])
+    log.write_final([first, second])
+    assert main(["show", str(run_dir), "c002"]) == 0
+    assert "from the result cache: verify, compile, check" in capsys.readouterr().out
+    assert main(["show", str(run_dir), "c001"]) == 0
+    assert "result cache" not in capsys.readouterr().out
