@@ -20,12 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_core.errors import ConfigError
+from argus_core.errors import ConfigError, PolicyError
 from argus_core.evaluate.check import CandidateKind, CheckRun
 from argus_core.evaluate.correctness import check_correctness
+from argus_core.evaluate.explicit_check import check_on_device
 
 if TYPE_CHECKING:
     from argus_core.protocols import DSLFrontend
+    from argus_core.spec import Spec
     from argus_core.target import TargetSpec
     from argus_core.types import (
         Candidate,
@@ -84,7 +86,23 @@ class FamilyBase:
         """The libraries to beat, as callables over `inputs`, timed beside the kernel: none."""
         return {}
 
+    def reference_specs(self, entry: str) -> list[tuple[dict[str, int], Spec]]:
+        """The data-flow specification of kernel `entry` per mode: none by default (the
+        kernel is checked against its implied and hand-written assertions only)."""
+        return []
+
     # ------------------------------------------------------------------ cost model
+    def tile_extents(self, shape: dict[str, int]) -> dict[str, int]:
+        """The extent each tile constant cuts at `shape` (GEMM's BM cuts M), from which the
+        planners derive the tile values (`argus_core.planning.space`): none, so every tile
+        keeps the kernel config's list."""
+        return {}
+
+    def pipelined_smem(self, tiles: dict[str, int], stages: int, elem_bytes: int) -> int | None:
+        """Shared memory a software-pipelined main loop holds at `stages` buffers, where the
+        family's tiles say it differently from GEMM's (BM + BN) x BK per stage: None."""
+        return None
+
     def gemm_problems(self, shape: dict[str, int], tiles: dict[str, int]) -> list[dict[str, int]]:
         """The GEMM-shaped problems (M, N, K, optional SPLIT) the cost model times one by one
         for `shape` under these tiles: none, so the shape itself is timed (tiled when it has
@@ -135,6 +153,29 @@ class FamilyBase:
             f"kernel family {self.name!r} checks DSL candidates only; candidate {cand.id} "
             f"is not one"
         )
+
+    # ------------------------------------------------------------------ the explicit level
+    def explicit_kernel(self, policy: Policy, target: str, shape: dict[str, int]) -> Any:
+        """The explicit-level kernel (`argus_core.ir.explicit.ExplicitKernel`) a policy with
+        `level: explicit` selects for the Gluon target `target` at `shape`: none here."""
+        raise PolicyError(
+            f"kernel family {self.name!r} has no explicit-level kernel (policy "
+            f"{policy.key()!r} asks for level=explicit)"
+        )
+
+    def explicit_launcher(self, kernel: Any, lowered: LoweredKernel) -> Callable[[Any], None]:
+        """A callable running the lowered explicit kernel on the family's inputs (a GPU's
+        tensors); raises `argus_core.evaluate.explicit_check.UnsupportedShape` for inputs
+        the kernel does not handle. Only families with explicit kernels have one."""
+        raise PolicyError(f"kernel family {self.name!r} has no explicit-level kernel to launch")
+
+    def check_explicit(
+        self, kernel: Any, lowered: LoweredKernel, run: CheckRun
+    ) -> CorrectnessReport:
+        """The explicit kernel checked against `reference` (and timed beside `baselines`)
+        on the GPU of `run` through `explicit_launcher`; on the CPU it fails, saying why
+        (Gluon does not run in the interpreter). Never raises for the kernel's failure."""
+        return check_on_device(self, lambda: self.explicit_launcher(kernel, lowered), run)
 
 
 class DSLKernelFamily(FamilyBase):

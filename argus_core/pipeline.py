@@ -8,6 +8,7 @@ run goes on; only a broken configuration stops the run before it starts.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -18,14 +19,19 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from argus_core.cache import ResultCache, device_identity
+from argus_core.domain import check_names, parse_domain, with_domain
 from argus_core.errors import ArgusError, ConfigError
 from argus_core.evaluate.check import CheckRun
+from argus_core.evaluate.timing import above_roofline
+from argus_core.ir import KernelIR
+from argus_core.ir.explicit import selects_explicit
 from argus_core.plugin_manager import Registry, default_plugin_manager
 from argus_core.sandbox import (
     SandboxError,
@@ -35,11 +41,13 @@ from argus_core.sandbox import (
     trusted_code,
 )
 from argus_core.sandbox import configure as configure_sandbox
+from argus_core.spec import synthesis
 from argus_core.types import (
     Candidate,
     CandidateResult,
     CompileReport,
     CorrectnessReport,
+    LoweredKernel,
     Policy,
     RunInfo,
     TimingReport,
@@ -62,6 +70,8 @@ class Stages:
     cfg: DictConfig
 
     backend_cfg: Any = None  # the chosen backend's config (backend=auto picks one)
+    # stage results across runs (argus_core.cache); the default stores nothing
+    cache: ResultCache = field(default_factory=lambda: ResultCache(None, ""))
 
     @classmethod
     def from_config(cls, cfg: DictConfig, registry: Registry) -> Stages:
@@ -97,6 +107,8 @@ class Stages:
             with trusted_code(trusted):
                 if program:
                     self._evaluate_program(cand, res)
+                elif selects_explicit(cand.policy):
+                    self._evaluate_explicit(cand, res, artifacts)
                 else:
                     self._evaluate(cand, res, artifacts)
         except ArgusError as exc:
@@ -134,6 +146,10 @@ class Stages:
                 irs = trace_all_in_child(self.dsl, cand.source, entries, filename, limit)
             else:
                 irs = [self.dsl.parse(cand.source, entry, filename) for entry in entries]
+            domain = parse_domain(cfg.kernel.get("domain"))  # the run's declared shape domain
+            if domain:
+                check_names(domain, irs)
+                irs = [with_domain(ir, domain) for ir in irs]
             stage = "policy"
             backend.validate_policy(cand.policy)
             policies = [_policy_for(ir, cand.policy) for ir in irs]
@@ -144,9 +160,16 @@ class Stages:
             res.failure = f"{exc.stage if isinstance(exc, SandboxError) else stage}: {exc}"
             return
 
-        t = time.perf_counter()
-        res.verify = _merge_verify([self._verify(ir, pol) for ir, pol in zip(irs, policies)])
-        res.verify.seconds = res.verify.seconds or time.perf_counter() - t
+        key = self._cache_parts(cand, entries)
+        verify_key = {**key, "verifier": _plain(cfg.verifier)}
+        if (found := self.cache.get("verify", verify_key)) is not None:
+            res.verify = VerifyReport(**found)
+        else:
+            t = time.perf_counter()
+            res.verify = _merge_verify([self._verify(ir, pol) for ir, pol in zip(irs, policies)])
+            res.verify.seconds = res.verify.seconds or time.perf_counter() - t
+            if res.verify.status != "unknown":  # unknown may be a timeout: tried again
+                self.cache.put("verify", verify_key, dataclasses.asdict(res.verify))
         if res.verify.counterexamples:
             artifacts["counterexamples.json"] = json.dumps(
                 res.verify.counterexamples, indent=2, default=str
@@ -157,22 +180,33 @@ class Stages:
             res.failure = f"verify: {res.verify.summary or res.verify.status}"
             return
 
-        try:
-            lowered = [
-                backend.lower(ir, pol, {"dtype": cfg.kernel.dtype})
-                for ir, pol in zip(irs, policies)
-            ]
-        except ArgusError as exc:
-            res.failure = f"lower: {exc}"
-            return
+        if (found := self.cache.get("compile", key)) is not None:
+            lowered = [LoweredKernel.from_dict(k) for k in found["lowered"]]
+            res.compile = CompileReport(**found["compile"])
+        else:
+            try:
+                lowered = [
+                    backend.lower(ir, pol, {"dtype": cfg.kernel.dtype})
+                    for ir, pol in zip(irs, policies)
+                ]
+            except ArgusError as exc:
+                res.failure = f"lower: {exc}"
+                return
+            dtypes = _tensor_dtypes(family, cfg.kernel.dtype, irs)
+            res.compile = _merge_compile(
+                [k.name for k in lowered],
+                [backend.compile(k, dtypes, pol) for k, pol in zip(lowered, policies)],
+            )
+            self.cache.put(
+                "compile",
+                key,
+                {
+                    "lowered": [k.to_dict() for k in lowered],
+                    "compile": dataclasses.asdict(res.compile),
+                },
+            )
         res.lowered = lowered[0]
         artifacts["lowered_triton.py"] = "\n\n".join(k.source for k in lowered)
-
-        dtypes = _tensor_dtypes(family, cfg.kernel.dtype, irs)
-        res.compile = _merge_compile(
-            [k.name for k in lowered],
-            [backend.compile(k, dtypes, pol) for k, pol in zip(lowered, policies)],
-        )
         if res.compile.asm:
             artifacts[f"kernel.{res.compile.asm_kind or 'asm'}"] = res.compile.asm
         if not res.compile.ok:
@@ -187,10 +221,57 @@ class Stages:
             )
             return
 
-        res.correctness = self._correctness(irs, policies, lowered, res)
+        res.correctness = self._checked(key, irs, policies, lowered, res)
         if res.correctness is not None and not res.correctness.ok:
             res.failure = _correctness_failure(res.correctness)
             return
+        self._time(cand, res)
+
+    def _evaluate_explicit(
+        self, cand: Candidate, res: CandidateResult, artifacts: dict[str, str]
+    ) -> None:
+        """A policy with `level: explicit`: the family's explicit-level kernel for the
+        backend's Gluon target, through verify (thread-level invariants), lower (Gluon),
+        compile (cross-compiled), the family's check (on the GPU only: Gluon does not run
+        in the interpreter) and timing."""
+        cfg, family, backend = self.cfg, self.family, self.backend
+        try:
+            target = backend.check_explicit_level()
+            kernel = family.explicit_kernel(cand.policy, target.name, dict(cfg.kernel.shape))
+        except ArgusError as exc:
+            res.failure = f"policy: {exc}"
+            return
+        res.verify = self._verify(kernel, Policy(dict(kernel.consts), dict(cand.policy.compiler)))
+        if res.verify.counterexamples:
+            artifacts["counterexamples.json"] = json.dumps(
+                res.verify.counterexamples, indent=2, default=str
+            )
+        if res.verify.status == "violated" or (
+            res.verify.status == "unknown" and cfg.verifier.fail_on_unknown
+        ):
+            res.failure = f"verify: {res.verify.summary or res.verify.status}"
+            return
+        try:
+            res.lowered = backend.lower_explicit(kernel)
+        except (ArgusError, ValueError) as exc:  # ExplicitIRError: an op the target lacks
+            res.failure = f"lower: {exc}"
+            return
+        artifacts["lowered_gluon.py"] = res.lowered.source
+        res.compile = backend.compile_explicit(kernel)
+        if res.compile.asm:
+            artifacts[f"kernel.{res.compile.asm_kind or 'asm'}"] = res.compile.asm
+        capacity = backend.spec.lds_bytes_per_cu
+        if not res.compile.ok or (
+            capacity and res.compile.shared_bytes and res.compile.shared_bytes > capacity
+        ):
+            why = _gist(res.compile.error) or f"needs {res.compile.shared_bytes} B of shared memory"
+            res.failure = f"compile: {why}"
+            return
+        if cfg.evaluate.correctness != "off":
+            res.correctness = family.check_explicit(kernel, res.lowered, self._check_run(res.index))
+            if not res.correctness.ok:
+                res.failure = _correctness_failure(res.correctness)
+                return
         self._time(cand, res)
 
     def _time(self, cand: Candidate, res: CandidateResult) -> None:
@@ -205,14 +286,81 @@ class Stages:
                 res.failure = (
                     f"correctness: wrong at the timed shape {shape}: {measured['check']['why']}"
                 )
+                return
+            # faster than the device can be: held back (timed, not a win) until re-checked
+            spec = backend.spec
+            peak = max([*spec.peak_tflops.values(), spec.vector_tflops]) * 1e12
+            why = above_roofline(measured, peak, spec.hbm_tbps * 1e12)
+            if why:
+                res.failure = f"suspicious: {why}; held back, not counted as a win until re-checked"
         else:
             res.timing = backend.estimate(family, shape, cfg.kernel.dtype, cand.policy, res.compile)
             res.timing = family.baseline_estimate(res.timing, backend.spec)
+
+    def _cache_parts(self, cand: Candidate, entries: tuple[str, ...]) -> dict[str, Any]:
+        """What a candidate's verify and compile results depend on besides code and tools
+        (argus_core.cache): its source, kernels, policy, the kernel config without the
+        shapes and the tile grid, the DSL, the backend and its grid."""
+        kernel = _plain(self.cfg.kernel)
+        for unused in ("shape", "check_shapes", "tiles"):
+            kernel.pop(unused, None)
+        return {
+            "source": cand.source,
+            "entries": list(entries),
+            "policy": cand.policy.to_dict(),
+            "origin": cand.origin,
+            "kernel": kernel,
+            "dsl": _plain(self.cfg.dsl),
+            "backend": [self.backend.name, _plain(self.cfg.backend), _plain(self.backend_cfg)],
+            "target": repr(self.backend.spec),  # what backend=auto resolved to
+        }
+
+    def _checked(
+        self,
+        key: dict[str, Any],
+        irs: list[Any],
+        policies: list[Policy],
+        lowered: list[Any],
+        res: CandidateResult,
+    ) -> CorrectnessReport | None:
+        """The correctness check, from the cache when this candidate passed the same check
+        before: same shapes, trials and seed, and for a GPU check (which carries its
+        measurement) the same device, with cache.measured=true."""
+        if self.cfg.evaluate.correctness == "off":
+            return None
+        run = self._check_run(res.index)
+        parts: dict[str, Any] | None = {**key, "check": dataclasses.asdict(run)}
+        if run.runner != "interpret":
+            device = device_identity(
+                os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("HIP_VISIBLE_DEVICES")
+            )
+            parts = {**parts, "device": device} if device and self.cache.measured else None
+        if parts is not None and (found := self.cache.get("check", parts)) is not None:
+            return CorrectnessReport(**found)
+        report = self._correctness(irs, policies, lowered, res)
+        if parts is not None and report is not None and report.ok:  # a failure is run again
+            self.cache.put("check", parts, dataclasses.asdict(report))
+        return report
 
     def _verify(self, ir: Any, policy: Policy) -> VerifyReport:
         """The verifier's report; a verifier that breaks on a kernel proves nothing about it
         (`unknown`), which does not stop the candidate unless fail_on_unknown is set."""
         try:
+            options = dict(self.cfg.verifier)
+            if (options.get("options") or {}).get("synthesize") and isinstance(ir, KernelIR):
+                # issue #19: also the invariants synthesized from the family's reference
+                modes = self.family.reference_specs(ir.name)
+                if modes:
+                    rep = synthesis.check_modes(
+                        self.verifier, ir, policy, modes, self.backend.spec, options
+                    )
+                    return VerifyReport(
+                        status=rep.status,  # type: ignore[arg-type]
+                        counterexamples=rep.counterexamples,
+                        assertions=rep.report.assertions if rep.report else 0,
+                        seconds=rep.synth_seconds + rep.verify_seconds,
+                        summary=rep.summary,
+                    )
             # lanes and warps of counterexamples are the run's target's
             return self.verifier.verify(ir, policy, dict(self.cfg.verifier), self.backend.spec)
         except Exception as exc:
@@ -306,6 +454,15 @@ def _planner_numbers(session: Any, limit: int = 200) -> dict[str, float]:
 
     walk("", state or {})
     return out
+
+
+def _plain(node: Any) -> Any:
+    """A config node (or None) as plain resolved data, for cache keys."""
+    if node is None:
+        return None
+    if OmegaConf.is_config(node):
+        return OmegaConf.to_container(node, resolve=True)
+    return node
 
 
 def _entries(family: KernelFamily, cand: Candidate) -> tuple[str, ...]:
@@ -419,9 +576,17 @@ def _run_dir(cfg: DictConfig) -> str:
 
     if HydraConfig.initialized():
         return HydraConfig.get().runtime.output_dir
-    path = os.path.join(".argus", "runs", time.strftime("%Y-%m-%d_%H-%M-%S"))
-    os.makedirs(path, exist_ok=True)
-    return path
+    # outside Hydra (an API call): a new directory per run, even two in the same second
+    base = os.path.join(".argus", "runs", time.strftime("%Y-%m-%d_%H-%M-%S"))
+    os.makedirs(os.path.dirname(base), exist_ok=True)
+    path, n = base, 0
+    while True:
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            n += 1
+            path = f"{base}-{n}"
 
 
 # exit statuses of `run` (docs/design.md, "Exit statuses")
@@ -469,9 +634,12 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _log_result(res: CandidateResult) -> None:
-    """One line per candidate in the job log (Hydra's argus.log): its end, in full."""
+def _log_result(res: CandidateResult, cached: list[str] | None = None) -> None:
+    """One line per candidate in the job log (Hydra's argus.log): its end, in full, and the
+    stages that came from the result cache."""
     what = f"candidate {res.index} {res.candidate.id} {res.candidate.policy.key()}"
+    if cached:
+        what += f" [cached: {', '.join(cached)}]"
     if res.failure is not None:
         log.info("%s FAILED %s", what, res.failure)
     else:
@@ -530,6 +698,8 @@ def run(cfg: DictConfig) -> int:
         stages = Stages.from_config(cfg, registry)
         check_kernel(stages.family, cfg.kernel)
         _parse_source(stages)
+        _check_domain(stages)
+        stages.cache = ResultCache.from_config(cfg.get("cache"), pm.get_plugins())
         planner = registry.get("planner", cfg.planner.name)
         tracker_factory = registry.get("tracking", cfg.tracking.name)
         llm = registry.get("llm", cfg.llm.name).create(cfg.llm)  # None for llm=none
@@ -581,10 +751,10 @@ def run(cfg: DictConfig) -> int:
     not_recorded: list[str] = []  # what could not be recorded, said at once
     progress = Progress(int(cfg.budget), enabled={"on": True, "off": False}.get(cfg.progress))
 
-    def record(res: CandidateResult, artifacts: dict[str, str]) -> None:
+    def record(res: CandidateResult, artifacts: dict[str, str], cached: list[str]) -> None:
         pm.hook.argus_on_candidate_result(run=info, result=res, artifacts=artifacts)
         try:
-            records.append(res)
+            records.append(res, cache=cached)
         except OSError as exc:
             _not_recorded(not_recorded, f"results: cannot append to {records.path}: {exc}")
         if listener.failure():
@@ -617,6 +787,7 @@ def run(cfg: DictConfig) -> int:
                                 cand, len(results), _reference_ms(results, ref)
                             )
                         res.candidate = cand
+                        cached = stages.cache.take()
                         results.append(res)
                         session.observe(res)
                         res.planner = _planner_numbers(session)
@@ -627,8 +798,8 @@ def run(cfg: DictConfig) -> int:
                                 llm, since=llm_seen
                             )
                             llm_seen = len(llm.transcript())
-                        _log_result(res)
-                        record(res, artifacts)
+                        _log_result(res, cached)
+                        record(res, artifacts, cached)
                         progress.advance(res)
                         _stop_if_terminated()
             status = "FINISHED"
@@ -644,10 +815,14 @@ def run(cfg: DictConfig) -> int:
             from argus_core.llm import usage_metrics
 
             info.metrics.update(usage_metrics(llm))
+        info.metrics.update(stages.cache.metrics())  # cache.hits, cache.misses (MLflow)
+        stages.cache.close()
         if listener.failure() is None or results:
             pm.hook.argus_on_run_end(run=info, results=results, status=status)
         pm.unregister(listener)
     log.info("run %s %s: %d candidates", info.run_id, status, len(results))
+    if stages.cache.summary():
+        log.info("%s", stages.cache.summary())
 
     estimated = any(r.timing is not None and r.timing.estimated for r in results)
     print(
@@ -658,6 +833,8 @@ def run(cfg: DictConfig) -> int:
     reasons = render_reasons(results)
     if reasons:
         print(reasons)
+    if stages.cache.summary():
+        print(stages.cache.summary())
     for line in listener.summary_lines():
         print(line)
     if listener.failure():
@@ -696,6 +873,25 @@ def _parse_source(stages: Stages) -> None:
             raise ConfigError(
                 f"kernel.source={source!r} does not parse: line {exc.lineno}: {exc.msg}"
             ) from exc
+
+
+def _check_domain(stages: Stages) -> None:
+    """`kernel.domain` (argus_core.domain) checked before any candidate: its bounds, and that
+    it names shape symbols of the kernel's own source (a family's file; `kernel.source`
+    traced in the sandbox)."""
+    from argus_core.family import DSLKernelFamily
+
+    cfg, family = stages.cfg, stages.family
+    max_extent = (cfg.verifier.get("options") or {}).get("max_extent")
+    domain = parse_domain(cfg.kernel.get("domain"), int(max_extent) if max_extent else None)
+    if not domain or not isinstance(family, DSLKernelFamily):
+        return
+    text, where = family.source(), str(family.source_path)
+    if cfg.kernel.get("source"):
+        irs = trace_all_in_child(stages.dsl, text, list(family.entries), where)
+    else:
+        irs = [stages.dsl.parse(text, entry, where) for entry in family.entries]
+    check_names(domain, irs)
 
 
 def _not_recorded(seen: list[str], reason: str) -> None:

@@ -17,7 +17,10 @@ if TYPE_CHECKING:
 
     from argus_core.evaluate.check import CandidateKind, CheckRun
     from argus_core.ir import KernelIR
+    from argus_core.ir.explicit import ExplicitKernel
+    from argus_core.lowering.gluon import GluonTarget
     from argus_core.lowering.rules import Lowering
+    from argus_core.spec import Spec
     from argus_core.target import TargetSpec
     from argus_core.types import (
         Candidate,
@@ -63,10 +66,16 @@ class Verifier(Protocol):
     name: str
 
     def verify(
-        self, ir: KernelIR, policy: Policy, options: dict[str, Any], target: TargetSpec
+        self,
+        ir: KernelIR | ExplicitKernel,
+        policy: Policy,
+        options: dict[str, Any],
+        target: TargetSpec,
     ) -> VerifyReport:
         """Prove the kernel's assertions for this policy on `target` (the backend's spec),
-        or return counterexamples, whose threads are warps and lanes of `target`."""
+        or return counterexamples, whose threads are warps and lanes of `target`. An
+        explicit-level kernel gets its thread-level invariants proved (ring stages and
+        phases, releases, fragment tags, shared-memory races)."""
 
 
 @runtime_checkable
@@ -112,6 +121,20 @@ class Backend(Protocol):
 
     def device_available(self) -> bool:
         """True when kernels can run and be timed on this machine."""
+
+    # the explicit level (argus_core.ir.explicit; `BackendBase` gives the plain meaning):
+    # the Gluon target lowering this backend's explicit-level kernels, or None and why not
+    explicit_target: GluonTarget | None
+    explicit_unavailable: str
+
+    def check_explicit_level(self) -> GluonTarget:
+        """`explicit_target`; PolicyError naming the backend and why when it is None."""
+
+    def lower_explicit(self, kernel: ExplicitKernel) -> LoweredKernel:
+        """The Gluon source of `kernel` (constexprs bound) as a `LoweredKernel`."""
+
+    def compile_explicit(self, kernel: ExplicitKernel) -> CompileReport:
+        """Cross-compile `kernel` for the target; never raises for the kernel."""
 
     def estimate(
         self,
@@ -183,7 +206,18 @@ class KernelFamily(Protocol):
     def baselines(self, inputs: dict[str, Any]) -> dict[str, Callable[[], Any]]:
         """The libraries to beat, as callables over `inputs` (timed beside the kernel)."""
 
+    def reference_specs(self, entry: str) -> list[tuple[dict[str, int], Spec]]:
+        """The data-flow specification of kernel `entry`, derived from the reference's
+        graph (`argus_core.spec`), per mode: (scalar values the mode fixes, its spec);
+        empty when the reference has none (the `smt` verifier's `synth` checks against it)."""
+
     # ------------------------------------------------------------ cost model
+    def tile_extents(self, shape: dict[str, int]) -> dict[str, int]:
+        """The shape extent each tile constant cuts (the planners' derived space)."""
+
+    def pipelined_smem(self, tiles: dict[str, int], stages: int, elem_bytes: int) -> int | None:
+        """Shared memory of the main loop at `stages` buffers, where not GEMM's formula."""
+
     def gemm_problems(self, shape: dict[str, int], tiles: dict[str, int]) -> list[dict[str, int]]:
         """The GEMM-shaped problems (M, N, K, optional SPLIT) the cost model times for
         `shape`; empty when the shape itself is what is timed."""
@@ -210,6 +244,25 @@ class KernelFamily(Protocol):
     def check_program(self, cand: Candidate, run: CheckRun) -> CorrectnessReport:
         """A "program" candidate checked (and timed on a GPU runner). An error that starts
         "static: " or "guard: " was rejected before or while running, not compared."""
+
+    # ------------------------------------------------------------ the explicit level
+    def explicit_kernel(self, policy: Policy, target: str, shape: dict[str, int]) -> ExplicitKernel:
+        """The explicit-level kernel a policy with `level: explicit` selects, built for the
+        Gluon target named `target` ("hopper-gluon", "cdna3-gluon") and the run's `shape`,
+        its constexprs bound from `policy.tiles`. PolicyError naming a bad knob, a target or
+        a shape the family has no explicit kernel for."""
+
+    def explicit_launcher(
+        self, kernel: ExplicitKernel, lowered: LoweredKernel
+    ) -> Callable[[dict[str, Any]], None]:
+        """A callable running the lowered kernel on the family's (GPU) inputs; raises
+        `argus_core.evaluate.explicit_check.UnsupportedShape` for inputs it cannot take."""
+
+    def check_explicit(
+        self, kernel: ExplicitKernel, lowered: LoweredKernel, run: CheckRun
+    ) -> CorrectnessReport:
+        """The explicit kernel run against the reference (and timed) on the GPU of `run`;
+        never raises for the kernel's failure."""
 
 
 class PlannerSession(Protocol):

@@ -15,6 +15,7 @@ row's softmax is empty. With S == S_KV both conventions agree.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,8 @@ from typing import Any
 from argus_core.errors import ConfigError, choices_error
 from argus_core.evaluate.dtypes import element_bytes, torch_dtype
 from argus_core.family import DSLKernelFamily
+from argus_core.ir.explicit import explicit_knobs
+from argus_plugins.kernels.attention import kernel_explicit
 
 # (atol, rtol) per dtype of q/k/v/o, applied to both outputs. Scores have std Q_GAIN, so
 # each output row is a peaked average of a few unit-normal values of v and O(0.1..1). A
@@ -258,6 +261,14 @@ class AttentionFamily(DSLKernelFamily):
                 o[b], lse[b] = attend(q[b], k[b], v[b], scale, causal)
         return {"o": o.to(inputs["o"].dtype), "lse": lse}
 
+    def reference_specs(self, entry: str) -> list[tuple[dict[str, int], Any]]:
+        """The data-flow spec of `attention` per mask mode, derived from the reference's
+        graph (`attend` without its chunking: SDPA with GQA under the bottom-right causal
+        mask, and the logsumexp of the masked scores), captured on meta tensors."""
+        if entry != "attention":
+            return []
+        return [({"causal": 0}, _spec(False)), ({"causal": 1}, _spec(True))]
+
     def baselines(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """SDPA's flash and cuDNN backends on these inputs (dense layouts only). Causal with
         S != SKV has no SDPA equivalent (SDPA aligns top-left): no baseline then."""
@@ -289,6 +300,18 @@ class AttentionFamily(DSLKernelFamily):
             "SDPA flash": sdpa(SDPBackend.FLASH_ATTENTION, k, v, group > 1),
             "SDPA cuDNN": sdpa(SDPBackend.CUDNN_ATTENTION, ke, ve, False),
         }
+
+    def tile_extents(self, shape: dict[str, int]) -> dict[str, int]:
+        """BM cuts the queries (S), BN the keys (SKV); HEAD_D is the config's (>= D)."""
+        dims = attn_dims(shape)
+        return {"BM": dims.s, "BN": dims.skv}
+
+    def pipelined_smem(self, tiles: dict[str, int], stages: int, elem_bytes: int) -> int | None:
+        """The Q tile once, K and V tiles per stage: (BM + 2·BN·stages)·HEAD_D elements
+        (what Triton 3.6 allocated on the H200: 294912 bytes at BM=BN=128, 4 stages)."""
+        if not all(k in tiles for k in ("BM", "BN", "HEAD_D")):
+            return None
+        return (tiles["BM"] + 2 * tiles["BN"] * stages) * tiles["HEAD_D"] * elem_bytes
 
     def flops(self, shape: dict[str, int]) -> float:
         """4·D per visible (query, key) pair per head: Q·Kᵀ and P·V, 2 flops per MAC.
@@ -326,3 +349,42 @@ class AttentionFamily(DSLKernelFamily):
         if dtype not in TOLERANCES:
             raise ConfigError(choices_error("attention dtype", dtype, TOLERANCES))
         return dtype
+
+    # ------------------------------------------------------------------ the explicit level
+    def explicit_kernel(self, policy: Any, target: str, shape: dict[str, int]) -> Any:
+        """The explicit-level kernel (`kernel_explicit.py`) of a `level: explicit` policy."""
+        return kernel_explicit.for_policy(
+            explicit_knobs(policy), dict(policy.tiles), target, dict(shape)
+        )
+
+    def explicit_launcher(self, kernel: Any, lowered: Any) -> Any:
+        """Runs the lowered explicit kernel on this family's GPU inputs."""
+        return kernel_explicit.launcher(kernel, lowered.source)
+
+
+@functools.cache
+def _spec(causal: bool) -> Any:
+    import torch
+    import torch.nn.functional as F
+
+    from argus_core.spec import spec_of_module
+
+    class Attend(torch.nn.Module):  # `attend`, whole: o and lse of one launch
+        def forward(self, q, k, v):
+            s, skv = q.size(2), k.size(2)
+            mask = torch.ones((s, skv), dtype=torch.bool, device=q.device)
+            if causal:
+                mask = mask.tril(diagonal=skv - s)  # bottom-right aligned (`causal_mask`)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+            kk = k.repeat_interleave(q.size(1) // k.size(1), dim=1)
+            scores = (q @ kk.transpose(-1, -2)).masked_fill(~mask, float("-inf"))
+            return o, torch.logsumexp(scores, dim=-1)
+
+    shapes = [(2, 4, 16, 8), (2, 2, 24, 8), (2, 2, 24, 8)]
+    return spec_of_module(
+        Attend,
+        lambda: [torch.randn(*s) for s in shapes],
+        ["q", "k", "v"],
+        ["o", "lse"],
+        name="attention",
+    )

@@ -5,12 +5,15 @@ The DSL kernel itself lives beside this file in `kernel.py`; `source()` returns 
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
 from argus_core.errors import ConfigError, choices_error
 from argus_core.evaluate.dtypes import element_bytes, torch_dtype
 from argus_core.family import DSLKernelFamily
+from argus_core.ir.explicit import explicit_knobs
+from argus_plugins.kernels.gemm import kernel_explicit
 
 # (atol, rtol) per output dtype. Inputs are scaled so that every output element has unit
 # variance whatever K is (see make_inputs), so one pair serves every shape: a correct
@@ -68,6 +71,12 @@ class GemmFamily(DSLKernelFamily):
         a, b, c = inputs["a"], inputs["b"], inputs["c"]
         return {"c": torch.matmul(a.float(), b.float()).to(c.dtype)}
 
+    def reference_specs(self, entry: str) -> list[tuple[dict[str, int], Any]]:
+        """The data-flow spec of each kernel, derived from the reference's graph (C = A @ B,
+        captured on meta tensors): split-K's workspace is that product; `gemm_cast` copies
+        the workspace into C."""
+        return [({}, _specs()[entry])] if entry in _specs() else []
+
     def baselines(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """The library to beat, as callables over these inputs: cuBLAS through torch."""
         import torch
@@ -96,6 +105,11 @@ class GemmFamily(DSLKernelFamily):
         launch("gemm_splitk", {"a": a, "b": inputs["b"], "ws": ws})
         launch("gemm_cast", {"ws": ws, "c": c})
 
+    def tile_extents(self, shape: dict[str, int]) -> dict[str, int]:
+        """BM, BN and BK cut M, N and K."""
+        m, n, k = self._dims(shape)
+        return {"BM": m, "BN": n, "BK": k}
+
     def gemm_problems(self, shape: dict[str, int], tiles: dict[str, int]) -> list[dict[str, int]]:
         """For the cost model: split-K runs SPLIT programs per output tile, each over K/SPLIT."""
         m, n, k = self._dims(shape)
@@ -115,3 +129,39 @@ class GemmFamily(DSLKernelFamily):
         if dtype not in TOLERANCES:
             raise ConfigError(choices_error("gemm dtype", dtype, TOLERANCES))
         return TOLERANCES[dtype]
+
+    # ------------------------------------------------------------------ the explicit level
+    def explicit_kernel(self, policy: Any, target: str, shape: dict[str, int]) -> Any:
+        """The explicit-level kernel (`kernel_explicit.py`) of a `level: explicit` policy."""
+        return kernel_explicit.for_policy(explicit_knobs(policy), dict(policy.tiles), target)
+
+    def explicit_launcher(self, kernel: Any, lowered: Any) -> Any:
+        """Runs the lowered explicit kernel on this family's GPU inputs."""
+        return kernel_explicit.launcher(kernel, lowered.source)
+
+
+@functools.cache
+def _specs() -> dict[str, Any]:
+    import torch
+
+    from argus_core.spec import spec_of_module
+
+    class Matmul(torch.nn.Module):  # the reference: torch.matmul of the upcasts
+        def forward(self, a, b):
+            return torch.matmul(a.float(), b.float())
+
+    class Cast(torch.nn.Module):
+        def forward(self, ws):
+            return ws.float()
+
+    def mm(out: str) -> Any:
+        return spec_of_module(
+            Matmul,
+            lambda: [torch.randn(64, 32), torch.randn(32, 48)],
+            ["a", "b"],
+            [out],
+            name="gemm",
+        )
+
+    cast = spec_of_module(Cast, lambda: [torch.randn(64, 48)], ["ws"], ["c"], name="gemm_cast")
+    return {"gemm": mm("c"), "gemm_splitk": mm("ws"), "gemm_cast": cast}

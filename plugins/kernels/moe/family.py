@@ -200,6 +200,14 @@ class MoEFamily(DSLKernelFamily):
         out.index_add_(0, order // ids.shape[1], y)
         return out
 
+    def tile_extents(self, shape: dict[str, int]) -> dict[str, int]:
+        """BM cuts one expert's routed slots (uniform routing), BN the up projection's 2I
+        columns, BK the smaller reduction (H up, I down)."""
+        d = moe_dims(shape)
+        hit = max(1.0, experts_hit(d["T"], d["E"], d["TOPK"]))
+        slots = int(math.ceil(d["T"] * d["TOPK"] / hit))
+        return {"BM": slots, "BN": 2 * d["I"], "BK": min(d["H"], d["I"])}
+
     def gemm_problems(self, shape: dict[str, int], tiles: dict[str, int]) -> list[dict[str, int]]:
         """The grouped GEMMs as the cost model sees them: rows = the routed slots, padded to
         whole BM blocks per expert hit (uniform routing), times (2I x H) then (H x I)."""

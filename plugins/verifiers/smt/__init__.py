@@ -9,7 +9,8 @@ or returns counterexamples, whose threads are warps and lanes of `target` (its
 Modules, each importing only those listed before it:
 `exprs` (IR expression helpers), `domain` (abstract values), `z3terms` (expressions as z3
 terms), `solver` (z3 queries),
-`counterexample`, `checker` (findings), `prefix_sums` and `data_values` (values of data),
+`cause` (the ranked backward slice of a failing assertion), `counterexample`, `checker`
+(findings), `prefix_sums` and `data_values` (values of data),
 `select_witnesses`, `interpreter` (dispatch through a rule table), `contraction_coverage`,
 `store_coverage`, the transfer functions (`tile_ops`, `tag_ops`, `loop_ops`, `data_ops`),
 `transfer` (the table), `softmax_bases` (a second pass), and this package.
@@ -28,6 +29,7 @@ from typing import Any
 import z3
 
 from argus_core.ir import KernelIR
+from argus_core.ir.explicit import ExplicitKernel
 from argus_core.target import TargetSpec
 from argus_core.types import Policy, VerifyReport
 from argus_plugins.verifiers.smt import softmax_bases
@@ -37,7 +39,7 @@ from argus_plugins.verifiers.smt.data_values import DataState, uses_data
 from argus_plugins.verifiers.smt.domain import Frame
 from argus_plugins.verifiers.smt.interpreter import Interpreter
 from argus_plugins.verifiers.smt.solver import Context
-from argus_plugins.verifiers.smt.transfer import TRANSFER
+from argus_plugins.verifiers.smt.transfer import EXPLICIT_LEVEL, TRANSFER
 
 
 def _options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,6 +117,8 @@ class SmtVerifier:
         options: Mapping[str, Any] | None,
         target: TargetSpec,
     ) -> VerifyReport:
+        if isinstance(ir, ExplicitKernel):  # thread-level invariants (explicit_ops.py)
+            return EXPLICIT_LEVEL(ir, {k: v for k, v in policy.tiles.items() if k in ir.consts})
         t0 = time.perf_counter()
         opts = _options(options or {})
         use_cache = bool(opts.get("cache", True))
