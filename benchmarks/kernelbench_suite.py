@@ -75,6 +75,18 @@ def level_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _progress(r: dict, rows: list[dict], out: str | None) -> None:
+    """One line per finished task (with its reason when it is not correct), and the rows so
+    far written to `out`: a run cut short by a time limit keeps what finished."""
+    verdict = "correct" if r["correct"] else f"not correct: {r.get('note', '')[:160]}"
+    print(
+        f"  {r['task']}: reached {r['reached']}, {verdict} ({r.get('seconds', '?')} s)",
+        file=sys.stderr,
+    )
+    if out:
+        Path(out).write_text(json.dumps({"meta": {"partial": True}, "rows": rows}, indent=1))
+
+
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from argus_plugins.kernels.kernelbench import tasks
@@ -118,18 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         with ProcessPoolExecutor(args.jobs) as pool:
             for r in pool.map(_one, work):
                 rows.append(r)
-                print(
-                    f"  {r['task']}: {r['reached']} {'correct' if r['correct'] else ''}",
-                    file=sys.stderr,
-                )
+                _progress(r, rows, args.out)
     else:
         for w in work:
             rows.append(_one(w))
-            r = rows[-1]
-            print(
-                f"  {r['task']}: {r['reached']} {'correct' if r['correct'] else ''}",
-                file=sys.stderr,
-            )
+            _progress(rows[-1], rows, args.out)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.node(),
