@@ -36,7 +36,11 @@ class Policy:
             "kpack": "kp",
         }
         t = " ".join(f"{k}{v}" for k, v in self.tiles.items())
-        c = " ".join(f"{short.get(k, k)}{v}" for k, v in self.compiler.items())
+        # a word-valued option reads as name=value ('level=explicit', not 'levelexplicit')
+        c = " ".join(
+            f"{k}={v}" if isinstance(v, str) else f"{short.get(k, k)}{v}"
+            for k, v in self.compiler.items()
+        )
         return f"{t} | {c}" if c else t
 
     def to_dict(self) -> dict[str, Any]:

@@ -148,7 +148,7 @@ def test_search_proposes_explicit_candidates_end_to_end(run_argus):
         "budget=3", "evaluate.correctness=off", "tracking=none",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("c0") and "levelexplicit" in ln]
+    rows = [ln for ln in proc.stdout.splitlines() if ln.startswith("c0") and "level=explicit" in ln]
     assert len(rows) == 2 and all(ln.rstrip().endswith("ok") for ln in rows), proc.stdout
 
 
