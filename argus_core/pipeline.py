@@ -97,7 +97,7 @@ class Stages:
         self, cand: Candidate, index: int, reference_ms: float | None
     ) -> tuple[CandidateResult, dict[str, str]]:
         t0 = time.perf_counter()
-        res = CandidateResult(candidate=cand, index=index)
+        res = CandidateResult(candidate=cand, index=index, backend=self.backend.name)
         artifacts: dict[str, str] = {"dsl_source.py": cand.source}
         # Argus's own kernels (not an LLM's, not a kernel.source file, not a whole program)
         # may run unisolated where the OS sandbox does not work; everything else may not

@@ -230,6 +230,8 @@ class CandidateResult:
     timing: TimingReport | None = None
     reward: float | None = None
     failure: str | None = None
+    # the backend that evaluated it (`backend=auto` resolved): what `argus export` launches for
+    backend: str = ""
     seconds: float = 0.0
     # numbers the planner reports after learning from this result (value estimates, counts)
     planner: dict[str, float] = field(default_factory=dict)

@@ -73,7 +73,7 @@ def load_run(run_dir: str | Path, candidate: str | None = None) -> Chosen:
     or an index), else the fastest one that passed every stage and was proved."""
     from omegaconf import OmegaConf
 
-    from argus_core.tracking.results import RESULTS, load_records
+    from argus_core.tracking.results import read_results
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -82,10 +82,10 @@ def load_run(run_dir: str | Path, candidate: str | None = None) -> Chosen:
     if not cfg_path.is_file():
         raise ExportError(f"{run_dir} has no .hydra/config.yaml: not a run directory `argus` made")
     cfg = OmegaConf.load(cfg_path)
-    final = run_dir / RESULTS
-    records = json.loads(final.read_text()) if final.is_file() else []
-    if not records:
-        records = [r.to_dict() for r in load_records(run_dir)]
+    try:
+        records = read_results(run_dir)
+    except ValueError as exc:
+        raise ExportError(str(exc)) from exc
     if not records:
         raise ExportError(f"{run_dir} has no finished candidate (results.json / results.jsonl)")
     return Chosen(run_dir, cfg, choose(records, candidate, run_dir))
@@ -275,7 +275,7 @@ def describe(
             "baseline_ms": timing.get("baseline_ms"),
             "speedup": timing.get("speedup"),
             "estimated": bool(timing.get("estimated", True)),
-            "backend": str(chosen.cfg.backend.get("name")),
+            "backend": rec.get("backend") or str(chosen.cfg.backend.get("name")),
             "dtype": str(chosen.cfg.kernel.get("dtype")),
         },
     }
@@ -330,8 +330,11 @@ def analyse(chosen: Chosen, allow_unverified: bool = False) -> tuple[dict, dict,
     lowered = LoweredKernel.from_dict(rec["lowered"])
     fixed = dict(family.tensor_dtypes(str(cfg.kernel.dtype)))
     dtypes = {t.name: fixed.get(t.name, str(cfg.kernel.dtype)) for t in irs[0].tensors}
-    backend = registry.get("backend", cfg.backend.name)
-    chosen_backend, _grid = backend.resolve(registry, cfg.backend)
+    # the backend that evaluated it (backend=auto resolved where the run ran, maybe not the
+    # one auto picks here), bound as the run bound it; records written before results named
+    # it: the config's
+    named = rec.get("backend") or cfg.backend.name
+    chosen_backend, _grid = registry.get("backend", named).resolve(registry, cfg.backend)
     compiler = {
         k: v
         for k, v in chosen_backend.compiler_options(
@@ -424,19 +427,10 @@ def _argus_version() -> str:
 
 
 def _commit() -> str:
-    import subprocess
+    from argus_core.tracking.metadata import git_commit
 
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=Path(__file__).parent,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() or "unknown"
+    commit = git_commit()
+    return commit[:12] if commit else "unknown"
 
 
 def package_init(name: str, ops: dict[str, dict[str, Any]]) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from argus_core.tracking.results import RECORDS, RESULTS, load_records
+from argus_core.tracking.results import RECORDS, RESULTS, read_results
 
 EXIT_BAD_INPUT = 2
 RUNS = Path(".argus") / "runs"
@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         run_dir = _run_dir(args.run)
-        records = _records(run_dir)
+        records = read_results(run_dir)
         chosen = _choose(records, args.candidate)
     except ValueError as exc:
         print(f"argus show: {exc}", file=sys.stderr)
@@ -66,19 +66,6 @@ def _run_dir(given: str | None) -> Path:
     if not runs:
         raise ValueError(f"no run with results under {RUNS.resolve()}; name a run directory")
     return max(runs, key=lambda d: d.stat().st_mtime).resolve()
-
-
-def _records(run_dir: Path) -> list[dict[str, Any]]:
-    final = run_dir / RESULTS
-    if final.is_file():
-        try:
-            return list(json.loads(final.read_text()))
-        except (json.JSONDecodeError, TypeError):
-            pass  # fall back to the per-candidate records
-    records = load_records(run_dir)
-    if not records and not final.is_file():
-        raise ValueError(f"{run_dir} has no {RESULTS} or {RECORDS}")
-    return records
 
 
 def _choose(records: list[dict[str, Any]], which: str | None) -> list[dict[str, Any]]:

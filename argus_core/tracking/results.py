@@ -110,6 +110,22 @@ def load_records(run_dir: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+def read_results(run_dir: str | Path) -> list[dict[str, Any]]:
+    """A run's candidate records: `results.json` when it is whole, else the per-candidate
+    `results.jsonl` of a run that never ended. ValueError when the run has neither."""
+    run_dir = Path(run_dir)
+    final = run_dir / RESULTS
+    if final.is_file():
+        try:
+            return list(json.loads(final.read_text()))
+        except (json.JSONDecodeError, TypeError):
+            pass  # fall back to the per-candidate records
+    records = load_records(run_dir)
+    if not records and not final.is_file():
+        raise ValueError(f"{run_dir} has no {RESULTS} or {RECORDS}")
+    return records
+
+
 def _build(cls: Any, d: dict[str, Any] | None) -> Any:
     if d is None:
         return None
@@ -132,6 +148,7 @@ def result_from_dict(d: dict[str, Any]) -> CandidateResult:
         timing=_build(TimingReport, d.get("timing")),
         reward=d.get("reward"),
         failure=d.get("failure"),
+        backend=str(d.get("backend") or ""),
         seconds=float(d.get("seconds") or 0.0),
         planner=dict(d.get("planner") or {}),
     )

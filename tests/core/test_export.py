@@ -122,6 +122,10 @@ def test_cli_export_writes_a_package_with_provenance_and_aot_binaries(runs, tmp_
     assert op["domain"]["ranges"] == {s: [1, 1048576] for s in ("K", "M", "N")}
     (bucket,) = op["buckets"]
     assert bucket["provenance"]["verify"] == "verified"
+    # the backend that evaluated it, from its record (backend=interpret here; auto resolves
+    # where the run ran, and an export elsewhere must launch for that one)
+    assert bucket["provenance"]["backend"] == "interpret"
+    assert json.loads((runs["gemm0"] / "results.json").read_text())[0]["backend"] == "interpret"
     assert bucket["provenance"]["run"] == str(runs["gemm0"].resolve())
     assert (pkg / "kernels" / f"{bucket['module']}.py").read_text().startswith("# Lowered by Argus")
     kinds = sorted(Path(a["path"]).suffix for a in manifest["aot"])
@@ -265,3 +269,21 @@ def test_a_sweep_directory_expands_to_its_jobs_in_job_order(tmp_path):
     assert expand_runs([single]) == [single]
     with pytest.raises(ExportError, match="neither a run directory nor a sweep's"):
         expand_runs([sweep / "notes"])
+
+
+@pytest.mark.slow
+def test_a_run_killed_before_results_json_exports_from_its_jsonl(runs, tmp_path):
+    """A run killed by SIGKILL has only results.jsonl (one record per finished candidate)."""
+    import shutil
+
+    killed = tmp_path / "killed"
+    shutil.copytree(runs["gemm0"], killed)
+    records = json.loads((killed / "results.json").read_text())
+    (killed / "results.json").unlink()
+    (killed / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    pkg = build([killed], tmp_path / "pkg")
+    op = json.loads((pkg / "argus_gemm" / "manifest.json").read_text())["ops"]["gemm"]
+    assert op["buckets"][0]["provenance"]["run"] == str(killed.resolve())
+    (killed / "results.jsonl").unlink()
+    with pytest.raises(ExportError, match="has no results.json or results.jsonl"):
+        build([killed], tmp_path / "pkg2")
