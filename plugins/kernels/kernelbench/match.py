@@ -655,6 +655,13 @@ def match(gm: Any, task: str) -> Emission:
     result = alias.get(result, result) if _is_node(result) else result
     why = ""
     try:
+        # lowerings kept in their own module (scans, norms, losses, batched products, ...):
+        # each returns an Emission or None when the graph is not its shape
+        from argus_plugins.kernels.kernelbench import lower_more
+
+        more = lower_more.match_more(gm, ops, inputs, result, task, names)
+        if more is not None:
+            return more
         if ops and not isinstance(result, tuple | list):
             first = ops[0].kind
             if first in ("conv", "conv_transpose"):
