@@ -132,7 +132,10 @@ def main() -> None:
     ):
         for entry in MOE_KERNELS:
             keys = ("BM", "BN", "BK", "BS", "BE", "BT", "BH")
-            rows.append(measure(MOE, moe_tiles, 4, args.repeat, target, entry, keys))
+            # issue #19: each kernel's stage of the reference (moe_align has none)
+            moe_spec = registry.get("kernel", "moe").reference_specs(entry) or None
+            rows.append(measure(MOE, moe_tiles, 4, args.repeat, target, entry, keys, moe_spec))
+    rows += emitted_rows(args.repeat, target)
     head = f"{'kernel':24} {'tiles':>18} {'warps':>5} {'status':>9} {'asserts':>7} {'queries':>7} {'seconds':>8} {'cpu s':>6} {'synth s':>7} {'+synth s':>8}"
     print(head)
     print("-" * len(head))
@@ -142,6 +145,49 @@ def main() -> None:
             f"{r['queries']:>7} {r['seconds']:>8.3f} {r['cpu']:>6.3f} "
             f"{_s(r['synth']):>7} {_s(r['with_synth']):>8}"
         )
+
+
+# issue #19: one KernelBench task per front-end template, its emitted kernel with the spec
+# derived from the task's graph (synthesis cost per template)
+TEMPLATE_TASKS = (
+    "level1/8_add_mul", "level1/3_matmul_bias_relu", "level2/5_linear_gelu_softmax",
+    "level1/12_rms_norm_rows", "level1/5_row_softmax", "level1/6_row_sum",
+    "level1/15_max_over_middle_dim", "level1/11_cumsum",
+    # issue #16: the rest of the templates (every emitted kernel < 1 s): conv, chanprog,
+    # max and average pools, a group norm's matmul_rows, a row mean
+    "level1/17_conv2d_strided_padded_dilated", "level1/19_depthwise_conv1d",
+    "level1/20_rms_norm_over_channels", "level1/21_maxpool2d_dilated_then_scale",
+    "level1/22_avgpool3d_padded", "level2/8_linear_groupnorm_hardtanh", "level1/7_mean_last_dim",
+    "level2/11_conv3d_batchnorm_residual_hardswish",
+)  # fmt: skip
+
+
+def emitted_rows(repeat: int, target: TargetSpec) -> list[dict]:
+    """`measure` of each TEMPLATE_TASKS task's emitted kernel (its first tile values)."""
+    import tempfile
+
+    from argus_core.errors import ConfigError
+    from argus_core.frontend.capture import capture_task
+    from argus_plugins.kernels.kernelbench.family import emission_spec
+    from argus_plugins.kernels.kernelbench.match import match
+    from argus_plugins.kernels.kernelbench.tasks import load_module
+
+    out = []
+    tasks = ROOT / "tests" / "kernelbench_tasks"
+    with tempfile.TemporaryDirectory() as tmp:
+        for task in TEMPLATE_TASKS:
+            path = tasks / f"{task}.py"
+            gm, _ = capture_task(load_module(path), path.stem)
+            em = match(gm, path.stem)
+            src = pathlib.Path(tmp) / f"kb_{em.template}.py"
+            src.write_text(em.source)
+            tiles = {k: v[0] for k, v in em.tiles.items()}
+            try:  # the graph's spec, where its rules can write it
+                spec = [({}, emission_spec(gm, em))]
+            except (ConfigError, ValueError):
+                spec = None
+            out.append(measure(src, tiles, 4, repeat, target, em.entry, tuple(tiles), spec))
+    return out
 
 
 def _s(x: float | None) -> str:

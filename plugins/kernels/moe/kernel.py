@@ -62,7 +62,7 @@ def moe_align(ids: al.Tensor["SLOTS"], sorted_ids: al.Tensor["CAP"], block_exper
         mine = chunk2.eq(ex).to(al.i32)
         pos = base + run + al.cumsum(mine, 0) - 1
         slot = al.zeros((BS,), al.i32) + (c2 * BS + i)
-        al.store(sorted_ids.rows(pos), slot, mask=lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM, slot, ids).ne(0))
+        al.store(sorted_ids.rows(pos), slot, mask=lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM, slot, ids, ex).ne(0))
         run = run + al.sum(mine, 0)[None]
     (p,) = al.indices((BM,))
     pad = al.zeros((BM,), al.i32) + p
@@ -83,7 +83,7 @@ def moe_align(ids: al.Tensor["SLOTS"], sorted_ids: al.Tensor["CAP"], block_exper
     for q3 in al.range(al.cdiv(blocks, BS)):
         b3 = al.zeros((BS,), al.i32) + (q3 * BS + i)
         al.store(block_expert.rows(b3), al.zeros((BS,), al.i32) - 1,
-                 mask=(b3 >= used // BM) & last.ne(0))
+                 mask=padding_blocks((b3 >= used // BM) & last.ne(0), b3, used, BM))
 
 
 @al.kernel
@@ -175,22 +175,34 @@ def alignment_input(pids, ids, sorted_ids, block_expert, num_experts, BM, BE):
     return pids
 
 
-def lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM, slot, ids):
+def lands_in_own_blocks(mine, pos, base, mine_n, mine_p, BM, slot, ids, ex):
     """Ghost postcondition of moe_align's scatter; returns `mine`. Every slot routed to this
     expert (mine[r] != 0) lands in a row of [base, base + mine_n) (its real rows: the
     padding starts at base + mine_n), inside a block this program marks with its expert
-    ([base // BM, (base + mine_p) // BM), the block_expert rows it stores); and the value
-    it writes there is a slot, in [0, SLOTS) (the readers' `rows` contract: a row is the
-    sentinel or a slot < n_slots; the padding value is `padding`'s)."""
+    ([base // BM, (base + mine_p) // BM), the block_expert rows it stores); the value it
+    writes there is a slot, in [0, SLOTS) (the readers' `rows` contract: a row is the
+    sentinel or a slot < n_slots; the padding value is `padding`'s), routed to this
+    program's expert `ex`: ids[slot] = ex = block_expert[row // BM] (the readers' `routed`
+    clause, with `marked` and the block store writing ex there, disjoint from the others)."""
     row, lo = al.at(pos), al.at(base)
 
     def pred(_slot):
         inside = (row >= lo) & (row < lo + al.at(mine_n))
         marked = (row // BM >= lo // BM) & (row // BM < (lo + al.at(mine_p)) // BM)
         a_slot = (al.at(slot) >= 0) & (al.at(slot) < ids.shape[0])
-        return al.at(mine).eq(0) | (inside & marked & a_slot)
+        routed = al.read(ids, al.at(slot)).eq(ex)
+        return al.at(mine).eq(0) | (inside & marked & a_slot & routed)
 
     return al.expect(mine, pred, arity=1)
+
+
+def padding_blocks(marks, b3, used, BM):
+    """Ghost: every block the last program marks -1 (`marks`, the store's mask) lies wholly
+    in the padded tail (b3 * BM >= used), whose rows the tail store fills with the
+    sentinel: the readers' "a block's expert is -1 only if every row of it is padding";
+    returns `marks`."""
+    al.tag(marks, lambda r: (r,), "block")  # element r (the assertion needs a tag to speak of)
+    return al.expect(marks, lambda _b: al.at(marks).eq(0) | (al.at(b3) * BM >= al.at(used)), name="block", arity=1)
 
 
 def padding(value, ids):

@@ -28,6 +28,7 @@ from typing import Any
 
 import z3
 
+from argus_core.errors import ConfigError
 from argus_core.ir import KernelIR
 from argus_core.ir.explicit import ExplicitKernel
 from argus_core.target import TargetSpec
@@ -41,9 +42,45 @@ from argus_plugins.verifiers.smt.interpreter import Interpreter
 from argus_plugins.verifiers.smt.solver import Context
 from argus_plugins.verifiers.smt.transfer import EXPLICIT_LEVEL, TRANSFER
 
+# the keys of a VerifierConfig dict (conf/verifier/smt.yaml) and of its `options`
+CONFIG_KEYS = ("name", "timeout_ms", "fail_on_unknown", "options")
+OPTION_KEYS = (
+    "timeout_ms",  # per query (also a top-level key; `options` wins)
+    "max_extent",  # shapes proved for every extent in [1, max_extent]
+    "small_extent",  # the probe's box: shapes <= small_extent first
+    "probe_ms",  # time of the probe in the small box
+    "minimize_checks",  # solver calls to minimize one counterexample (0: none)
+    "cache",  # the in-process proof cache
+    "synthesize",  # read by the pipeline (synthesized invariants, issue #19)
+)
+
+
+def check_options(options: Mapping[str, Any] | None) -> None:
+    """ConfigError naming a key the verifier does not read, and the valid ones (a typo
+    such as `minimise_checks` would otherwise be ignored silently)."""
+    options = dict(options or {})
+    # an option may also be given at the top level (`{"timeout_ms": 1, "probe_ms": 0}`)
+    valid = CONFIG_KEYS + tuple(k for k in OPTION_KEYS if k not in CONFIG_KEYS)
+    bad = [k for k in options if k not in valid]
+    if bad:
+        raise ConfigError(
+            f"unknown verifier key {bad[0]!r} for verifier=smt; valid keys: {', '.join(valid)}"
+        )
+    nested = options.get("options") or {}
+    if not isinstance(nested, Mapping):
+        raise ConfigError(f"verifier.options must be a mapping, got {nested!r}")
+    bad = [k for k in nested if k not in OPTION_KEYS]
+    if bad:
+        raise ConfigError(
+            f"unknown key 'verifier.options.{bad[0]}' for verifier=smt; valid keys: "
+            f"{', '.join(OPTION_KEYS)}"
+        )
+
 
 def _options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Flatten a VerifierConfig dict ({"timeout_ms", "options": {...}}) into one mapping."""
+    """Flatten a VerifierConfig dict ({"timeout_ms", "options": {...}}) into one mapping,
+    after checking its keys (`check_options`)."""
+    check_options(options)
     out = {k: v for k, v in dict(options or {}).items() if k != "options"}
     out.update(dict((options or {}).get("options") or {}))
     return out
@@ -118,9 +155,10 @@ class SmtVerifier:
         target: TargetSpec,
     ) -> VerifyReport:
         if isinstance(ir, ExplicitKernel):  # thread-level invariants (explicit_ops.py)
+            check_options(options)
             return EXPLICIT_LEVEL(ir, {k: v for k, v in policy.tiles.items() if k in ir.consts})
         t0 = time.perf_counter()
-        opts = _options(options or {})
+        opts = _options(options or {})  # a bad key fails here, before any proof
         use_cache = bool(opts.get("cache", True))
         threads = (int(policy.compiler.get("num_warps", 4)), int(target.wave_size))
         key = proof_key(ir, policy, opts) if use_cache else None
@@ -177,4 +215,13 @@ class SmtVerifier:
         return VerifyReport(status, cexs, len(findings), time.perf_counter() - t0, summary)
 
 
-__all__ = ["SmtVerifier", "analyse", "clear_proof_cache", "ir_key", "proof_key"]
+__all__ = [
+    "CONFIG_KEYS",
+    "OPTION_KEYS",
+    "SmtVerifier",
+    "analyse",
+    "check_options",
+    "clear_proof_cache",
+    "ir_key",
+    "proof_key",
+]

@@ -36,6 +36,9 @@ _LIKELY: dict[str, tuple[str, ...]] = {
     "layout": ("view", "use", "index", "scalar"),
     "dot_contract": ("index", "view", "use", "load", "scalar", "loop"),
     "dot_operand": ("index", "view", "use", "load", "scalar", "loop"),
+    # two operands of one op disagree: one of them was loaded from the wrong tile
+    "elementwise_tag": ("load", "index", "view", "use", "scalar", "loop"),
+    "rows_for": ("index", "scalar", "mask", "use", "view", "loop"),
 }
 _DEFAULT = ("use", "index", "scalar", "view", "loop", "init")
 
@@ -173,7 +176,11 @@ def _stmts(body: list[ast.stmt], loops: list[_Stmt], out: list[_Stmt]) -> None:
             name = call.func.attr if isinstance(call.func, ast.Attribute) else ""
             if name == "tag" and call.args:  # `tag(x, ...)` (re)defines x's tags
                 targets = _names(call.args[0])
-        uses = _names(node) - (targets if not isinstance(node, ast.AugAssign) else set())
+        # `acc = al.dot(x, y, acc)` reads the acc assigned before it (an earlier loop's):
+        # an assignment uses every name its value reads, its own target included
+        uses = _names(node) - (
+            targets if not isinstance(node, ast.Assign | ast.AugAssign) else set()
+        )
         if isinstance(node, ast.AugAssign):
             uses |= targets
         calls = _calls(value if value is not None else node)
@@ -311,14 +318,19 @@ def _bfs(
 
 
 def _rank(
-    stmts: list[_Stmt], use: _Stmt, assertion: str, lines: list[str], offset: int
+    stmts: list[_Stmt],
+    use: _Stmt,
+    assertion: str,
+    lines: list[str],
+    offset: int,
+    as_use: bool = True,
 ) -> list[tuple[tuple, dict]]:
     """(sort key, row) for every statement of `use`'s slice; `offset` is added to the
     distance (a helper's call site is one step from the helper's statement)."""
     likely = _LIKELY.get(assertion, _DEFAULT)
     ranked = []
     for s, dist, how in _slice(stmts, use):
-        cat = "use" if s is use else "mask" if "mask" in how else s.category
+        cat = "use" if s is use and as_use else "mask" if "mask" in how else s.category
         if s is use and _is_assertion(s.node):  # a stated invariant: the spec, not the code
             how = how | {"spec"}
         if "loop" in how and cat == "scalar":  # feeds a loop's bounds
@@ -330,7 +342,8 @@ def _rank(
         rank = likely.index(cat) if cat in likely else len(likely)
         if "spec" in how:  # the assertion's own predicate: trusted over the code
             rank += 2 * len(likely)
-        if not s.arith and cat not in ("loop", "init", "use", "view"):
+        exempt = ("loop", "init", "use", "view") + (("load",) if likely[0] == "load" else ())
+        if not s.arith and cat not in exempt:
             rank += len(likely)  # plumbing: a name passed on
         dist += offset
         key = (rank, 0 if s.off_by_small else 1, dist, s.first)
@@ -340,11 +353,109 @@ def _rank(
     return ranked
 
 
-def causes(ir: KernelIR, assertion: str, point: ProgramPoint, limit: int = 10) -> list[dict]:
+def _rows_for_parts(node: ast.AST) -> tuple[ast.AST, str, ast.Lambda] | None:
+    """(the `.rows(X)` row expression, the index tile's name, the spec lambda) of an
+    `al.rows_for(al.load(t.rows(X)...), p, lambda q: ...)` in `node`."""
+    for n in ast.walk(node):
+        if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+            continue
+        if n.func.attr != "rows_for" or len(n.args) != 3:
+            continue
+        value, index, spec = n.args
+        if not (isinstance(index, ast.Name) and isinstance(spec, ast.Lambda)):
+            continue
+        rows = [
+            c.args[0]
+            for c in ast.walk(value)
+            if isinstance(c, ast.Call)
+            and isinstance(c.func, ast.Attribute)
+            and c.func.attr == "rows"
+            and c.args
+        ]
+        if rows and len(spec.args.args) == 1:
+            return rows[0], index.id, spec
+    return None
+
+
+def _diff_causes(
+    stmts: list[_Stmt], use: _Stmt, assertion: str, lines: list[str]
+) -> list[tuple[tuple, dict]]:
+    """For `rows_for`: the statement where the code's row expression, expanded through the
+    assignments it reads, first departs from the spec lambda's (a stride, a tap offset, a
+    row width): ranked first. [] when they agree or do not pair up."""
+    if assertion != "rows_for":
+        return []
+    parts = _rows_for_parts(use.node)
+    if parts is None:
+        return []
+    code, index, spec = parts
+    param = spec.args.args[0].arg
+
+    def definition(name: str, before: int) -> _Stmt | None:
+        cands = [
+            d
+            for d in stmts
+            if name in d.defs
+            and d.first < before
+            and isinstance(d.node, ast.Assign)
+            and len(d.node.targets) == 1
+            and isinstance(d.node.targets[0], ast.Name)
+        ]
+        return max(cands, key=lambda d: d.first) if cands else None
+
+    def same(a: ast.AST, b: ast.AST) -> bool:
+        return ast.dump(a) == ast.dump(b)
+
+    def diff(c: ast.AST, sp: ast.AST, owner: _Stmt, depth: int = 0) -> _Stmt | None:
+        if depth > 40:
+            return None
+        if isinstance(c, ast.Name) and isinstance(sp, ast.Name):
+            if c.id == sp.id or (c.id == index and sp.id == param):
+                return None
+        if same(c, sp):
+            return None
+        if isinstance(c, ast.Name) and c.id != index:
+            d = definition(c.id, owner.first if owner is not use else use.first)
+            if d is not None:
+                return diff(d.node.value, sp, d, depth + 1)
+            return owner
+        if type(c) is not type(sp):
+            return owner
+        if isinstance(c, ast.BinOp):
+            if type(c.op) is not type(sp.op):
+                return owner
+            return diff(c.left, sp.left, owner, depth + 1) or diff(
+                c.right, sp.right, owner, depth + 1
+            )
+        return owner  # a differing leaf (a constant, a shape)
+
+    culprit = diff(code, spec.body, use)
+    if culprit is None or culprit is use:
+        return []
+    text = lines[culprit.first - 1].strip() if culprit.first <= len(lines) else ""
+    row = {
+        "line": culprit.first,
+        "lines": [culprit.first, culprit.last],
+        "kind": "index",
+        "what": text[:80],
+        "distance": 0,
+    }
+    return [((-1, 0, 0, culprit.first), row)]
+
+
+def causes(
+    ir: KernelIR,
+    assertion: str,
+    point: ProgramPoint,
+    limit: int = 10,
+    origins: tuple[int, ...] | list[int] = (),
+) -> list[dict]:
     """The ranked backward slice of `assertion` failing at `point`: [{"line", "lines",
     "what", "kind", "distance"}], most likely cause first; [] without the kernel's source
     or when `point` is not in it. Inside a helper, the helper's own slice and that of each
-    statement calling it (the call sites: what the helper was given)."""
+    statement calling it (the call sites: what the helper was given). `origins`: lines of
+    the ops that made the failing value, as the verifier tracked them (a masked load whose
+    `other` a reduction took): the statements holding them rank first, in that order."""
     if not ir.source or point.file != ir.file:
         return []
     try:
@@ -362,12 +473,51 @@ def causes(ir: KernelIR, assertion: str, point: ProgramPoint, limit: int = 10) -
     lines = ir.source.splitlines()
     use = min(inside, key=lambda s: s.last - s.first)
     ranked = _rank(stmts, use, assertion, lines, 0)
+    roots = [(name, stmts, use, 0)]
     for other, _f, _l, body in funcs:
         if other == name:
             continue
         for s in body:
             if _calls_to(s, name):  # a call site: slice what it passes
                 ranked += _rank(body, s, assertion, lines, 1)
+                roots.append((other, body, s, 1))
+    # a helper a slice calls (`x, y = k_tiles(...)`, `hk = kv_head_of(...)` at a call
+    # site): what it returns, sliced inside it
+    for owner, body0, root, offset in roots:
+        sliced = _slice(body0, root)
+        for other, _f, _l, body in funcs:
+            if other in (name, owner):
+                continue
+            returns = [  # not a helper returning a predicate (a ghost assertion's spec)
+                r
+                for r in body
+                if isinstance(r.node, ast.Return)
+                and r.node.value is not None
+                and not isinstance(r.node.value, ast.Lambda)
+                and not _is_assertion(r.node)
+            ]
+            for s, dist, _how in sliced:
+                if returns and _calls_to(s, other):
+                    for r in returns:
+                        ranked += _rank(body, r, assertion, lines, dist + offset + 1, as_use=False)
+                    break
+    if use.category != "loop":  # the failing statement's own mistakes: rows_for's index
+        ranked += _diff_causes(stmts, use, assertion, lines)
+    first = list(origins)
+    ranked = [
+        (
+            next(
+                (
+                    (-2, n, *key[1:])
+                    for n, o in enumerate(first)
+                    if row["lines"][0] <= o <= row["lines"][1]
+                ),
+                key,
+            ),
+            row,
+        )
+        for key, row in ranked
+    ]
     best: dict[int, tuple[tuple, dict]] = {}
     for key, row in ranked:  # one entry per statement, its best rank
         if row["line"] not in best or key < best[row["line"]][0]:

@@ -148,6 +148,9 @@ def contraction(
                 extra={
                     "other": lambda q, m, th=theirs: q.values(m, th),
                     "this": lambda q, m, mi=mine: q.values(m, mi),
+                    # which dots (in order of summation) the two products come from: two
+                    # loops can sum one coordinate at equal iteration values
+                    "contributions": [a, a + contribs[a:].index(cb)],
                 },
             )
     axes = program_axes(ctx) if atomic else []
@@ -213,6 +216,17 @@ def contraction(
                 for v, _s2, _e2, st in c2.loops:
                     if v.name in here:
                         vals[v.name] = v + delta * st if delta else v
+                succ.append(wit(c2, nxt, PID, vals, 0))
+            if shared or not c.loops or not c2.loops:
+                continue
+            # interleaved loops (even tiles in one, odd in the other): c2's innermost
+            # iteration next to c's, one tile or one step of c's loop away
+            var, _s, _e, step = c.loops[-1]
+            v2 = c2.loops[-1][0]
+            for near in (var, var + 1, var - 1, var + step, var - step):
+                n = wit.n + 1
+                vals = {v.name: rename(s2, f"#w{n}") for v, s2, _e2, _t2 in c2.loops}
+                vals[v2.name] = near
                 succ.append(wit(c2, nxt, PID, vals, 0))
         for c2 in contribs:
             pids: list[IntLike] = ([PID] if c2 is not c else []) + [

@@ -129,7 +129,9 @@ def counterexample(
         cex["data"] = ctx.data.model_values(q, m)
     cex["minimized"] = bool(out.minimized)
     # the backward slice, most likely cause first (cause.py)
-    cex["causes"] = causes(ctx.ir, assertion, point)
+    # (ops the failing value was made by, where the assertion knows them: a masked
+    # load's line for `reduce_masked`, rank first when they are in the slice)
+    cex["causes"] = causes(ctx.ir, assertion, point, origins=cex.pop("origins", None) or ())
     cex["cause"] = cex["causes"][0] if cex["causes"] else None
     cex["text"] = render(cex)
     return cex

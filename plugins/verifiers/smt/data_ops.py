@@ -64,7 +64,9 @@ def summand(it: Interpreter, op: Summand) -> None:
     c = Contribution(
         t.exprs[op.entry], land(v.valid, t.defined), kk, 1, loops, t.extents[op.entry], op.point
     )
-    it.state[op.value.id] = AVal(v.shape, {**v.tags, COORD: tag}, v.valid, v.contrib + (c,))
+    it.state[op.value.id] = AVal(
+        v.shape, {**v.tags, COORD: tag}, v.valid, v.contrib + (c,), fills=v.fills
+    )
 
 
 def rows_for(it: Interpreter, op: RowsFor) -> None:
@@ -95,4 +97,6 @@ def rows_for(it: Interpreter, op: RowsFor) -> None:
     if ext is not None:
         ext[row] = None  # the scatter's extent is the store's tensor's, not the gather's
     tag = TagVal(tuple(exprs), land(t.defined, ix.valid), None, t.axes)
-    it.state[op.value.id] = AVal(v.shape, {**v.tags, COORD: tag}, v.valid, v.contrib, v.window)
+    it.state[op.value.id] = AVal(
+        v.shape, {**v.tags, COORD: tag}, v.valid, v.contrib, v.window, v.fills
+    )

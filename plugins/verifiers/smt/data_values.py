@@ -344,6 +344,8 @@ def _elementwise(st: DataState, op: Elementwise, shape) -> IntLike | None:
         return None
     if fn == "neg":
         return 0 - xs[0]
+    if len(xs) != 2:  # other unary ops (sqrt, exp, abs of a tile typed like a tensor)
+        return None
     a, b = xs[0], xs[1]
     if fn == "add":
         return a + b

@@ -86,6 +86,11 @@ class AVal:
     valid: IntLike = 1
     contrib: tuple = ()
     window: bool = False  # the contraction was proved exact by an assert_contraction
+    # what masked elements hold: (condition, value, line) triples, value a known float (a
+    # load's `other`, a `where`'s constant, and what elementwise ops make of them) or None
+    # (unknown), line the op that made it (a counterexample's first cause); a reduction
+    # checks them against its identity (`reduce_masked`), a store that it writes none
+    fills: tuple[tuple[IntLike, float | None, int], ...] = ()
 
     def with_tags(self, tags: dict[str, TagVal]) -> AVal:
         return replace(self, tags=tags)
@@ -117,7 +122,11 @@ def broadcast(x: AVal, shape: tuple[int, ...]) -> AVal:
     if not m:
         return x
     return replace(
-        x, shape=shape, tags={n: t.subs(m) for n, t in x.tags.items()}, valid=sub(x.valid, m)
+        x,
+        shape=shape,
+        tags={n: t.subs(m) for n, t in x.tags.items()},
+        valid=sub(x.valid, m),
+        fills=tuple((sub(c, m), v, n) for c, v, n in x.fills),
     )
 
 
@@ -152,4 +161,7 @@ def merge(cond: Expr, a: AVal, b: AVal, contrib: tuple) -> AVal:
             tags[name] = replace(ta, defined=land(cond, ta.defined))
         elif tb is not None:
             tags[name] = replace(tb, defined=land(lnot(cond), tb.defined))
-    return AVal(b.shape, tags, _pred_either(cond, a.valid, b.valid), contrib)
+    fills = tuple((land(cond, c), v, n) for c, v, n in a.fills) + tuple(
+        (land(lnot(cond), c), v, n) for c, v, n in b.fills
+    )
+    return AVal(b.shape, tags, _pred_either(cond, a.valid, b.valid), contrib, fills=fills)

@@ -39,6 +39,16 @@ counter, the kernel's constexprs fixed):
 - **barrier counts** summed over the partitions whose loops share a counter (two consumer
   warpgroups each releasing every stage), and the lse rows stored at the Q block's rows.
 
+- **turn-taking handshakes** (`_check_handshakes`: two warpgroups taking turns issuing
+  their MMAs): each wait is for this or the previous iteration's arrival, exactly one of a
+  pair starts free (else deadlock or no turns), a turn is handed on only after it was taken.
+- **group tags** (`_strip_groups`: a table-loaded scalar selecting an expert's block of
+  stacked weights): the table is indexed by A's row block; output tags ignore the group;
+  a gated epilogue (`SiluMul`) pairs each gate column with the up column `up_offset` later.
+- **CDNA3** (`_check_lds`): LDS races per stage across barriers, blocked-layout owners,
+  MFMA k per lane (16 or 32 lanes per k group), and fragment/output tags through LDS, a
+  transposed B and a register P (the attention's scores' key block).
+
 Every counterexample names its kind, the program point, and where it applies the
 iteration, stage, phase, element, shared address, warp and lane.
 """
@@ -90,6 +100,7 @@ def verify_explicit(kernel: x.ExplicitKernel, consts: dict[str, int] | None = No
     _check_rings(ctx)
     _check_single_buffers(ctx)
     _check_barrier_counts(ctx)
+    _check_handshakes(ctx)
     _check_races(ctx)
     _check_lds(ctx)
     status = "violated" if ctx.found else "verified"
@@ -269,6 +280,104 @@ def _check_barrier_counts(ctx: _Ctx) -> None:
                 )
 
 
+def _handshake_bars(k: x.ExplicitKernel) -> set[str]:
+    """Single-stage barriers no copy completes on (no Expect, no TmaLoad) that one
+    partition waits on and another arrives on: turn-taking handshakes between partitions
+    (the ping-pong of two consumer warpgroups), not ring barriers."""
+    out = set()
+    for b in k.barriers:
+        if b.stages != 1:
+            continue
+        ops = [(p.name, op) for p, op in k.ops() if getattr(op, "bar", None) == b.name]
+        if any(isinstance(op, x.Expect | x.TmaLoad) for _, op in ops):
+            continue
+        waiters = {p for p, op in ops if isinstance(op, x.Wait)}
+        arrivers = {p for p, op in ops if isinstance(op, x.Arrive)}
+        if len(waiters) == 1 and len(arrivers) == 1 and waiters != arrivers:
+            out.add(b.name)
+    return out
+
+
+def _check_handshakes(ctx: _Ctx) -> None:
+    """Turn-taking between two partitions (`_handshake_bars`): in counted loops sharing a
+    counter, the arrival of iteration `it` completes phase `it` (parity `it % 2`); a wait
+    may be for that same iteration's arrival (parity `it % 2`) or for the previous one
+    (parity `(it + 1) % 2`, which a fresh barrier passes at it = 0) and nothing else; of
+    two handshakes that form a cycle (P waits for Q's turn, Q for P's) exactly one waits
+    for the previous iteration: both for the same one deadlocks at it = 0, both for the
+    previous one lets both partitions go at once (no turns); and a partition hands the
+    turn on (arrives) only after it has waited for its own."""
+    k = ctx.kernel
+    sites = {
+        (s.part.name, s.op.bar, type(s.op)): s
+        for p in k.partitions
+        for s in _sites(p)
+        if isinstance(s.op, x.Wait | x.Arrive)
+    }
+    offsets: dict[str, tuple[int, str, str, x.Wait]] = {}
+    turns = _handshake_bars(k)
+    for b in sorted(turns):
+        waits = [s for (pn, bar, t), s in sites.items() if bar == b and t is x.Wait]
+        arrives = [s for (pn, bar, t), s in sites.items() if bar == b and t is x.Arrive]
+        if not waits or not arrives:
+            continue
+        w, a = waits[0], arrives[0]
+        it = w.loop.counter
+        ctx.assertions += 1
+        if _counterexample(ctx, w.op.phase, it % 2) is None:
+            off = 0
+        elif _counterexample(ctx, w.op.phase, (it + 1) % 2) is None:
+            off = 1
+        else:
+            cex = _counterexample(ctx, w.op.phase, it % 2) or {}
+            i = cex.get(it.name, 0)
+            ctx.report(
+                "wrong-phase",
+                w.op,
+                f"turn barrier {b} (arrived on by {a.part.name} once per iteration) is waited on "
+                f"with parity {_src(w.op.phase)} = {_safe_eval(w.op.phase, {**cex, **ctx.consts})}"
+                f" at iteration {it.name}={i}: neither that iteration's arrival (parity {i % 2}) "
+                f"nor the previous one's ({(i + 1) % 2})",
+                iteration=i,
+                values=cex,
+            )
+            continue
+        offsets[b] = (off, w.part.name, a.part.name, w.op)
+        # the partition that waits here must hand its own turn on after this wait
+        mine = [
+            s
+            for (pn, bar, t), s in sites.items()
+            if pn == w.part.name and t is x.Arrive and bar in turns and bar != b
+        ]
+        for s in mine:
+            if s.loop is w.loop and s.index < w.index:
+                ctx.report(
+                    "handshake-order",
+                    s.op,
+                    f"{w.part.name} hands the turn on ({s.op.bar}) before it waits for its "
+                    f"own ({b} at {w.op.point}): the other partition may issue while this one "
+                    "has not had its turn",
+                )
+    for b1, (o1, pw1, pa1, w1) in offsets.items():
+        for b2, (o2, pw2, pa2, _) in offsets.items():
+            if b1 < b2 and pw1 == pa2 and pa1 == pw2:
+                ctx.assertions += 1
+                if o1 + o2 != 1:
+                    ctx.report(
+                        "handshake-deadlock" if o1 + o2 == 0 else "wrong-phase",
+                        w1,
+                        f"{pw1} waits on {b1} and {pw2} on {b2} for "
+                        + (
+                            "the other's arrival of the same iteration: at it = 0 each waits "
+                            "for the other (deadlock)"
+                            if o1 + o2 == 0
+                            else "the previous iteration's arrival: both pass at it = 0 and "
+                            "issue together (no turns)"
+                        ),
+                        iteration=0,
+                    )
+
+
 def _check_single_buffers(ctx: _Ctx) -> None:
     """A buffer loaded once by TMA (outside counted loops) is read by a wgmma only after a
     Wait on the barrier its copy completes on, earlier in the reader's program order."""
@@ -366,7 +475,10 @@ def _check_reader(
                 f"stage {_src(early.stage)} of {ring.name} is released before the wgmma at "
                 f"{r.op.point} reads it: the producer may overwrite it first (race)",
             )
-    for wrong in _after(r, lambda op: isinstance(op, x.Arrive) and op.bar not in release_bars):
+    turns = _handshake_bars(ctx.kernel)
+    for wrong in _after(
+        r, lambda op: isinstance(op, x.Arrive) and op.bar not in release_bars | turns
+    ):
         ctx.report(
             "wrong-barrier",
             wrong,
@@ -593,14 +705,66 @@ def _check_fragments(ctx: _Ctx) -> None:
                 writes[op.dst] = (op, lets)
     mmas = {op.acc: op for _, op in k.ops() if isinstance(op, x.Wgmma)}
     softmax = {op.p: op for _, op in k.ops() if isinstance(op, x.OnlineSoftmax)}
+    cols: dict[str, tuple[IntLike, str]] = {}  # accumulator -> B's column tag
     for p in k.partitions:
         for op in x.walk(p.body):
             if isinstance(op, x.Wgmma):
                 tags = _mma_tags(ctx, op, writes, mmas, softmax, p)
                 if tags is not None:
                     _compare_k(ctx, op, tags)
+                    if tags.get("row") is not None and op.a_stage is not None:
+                        rows = k.const(k.buffer(op.a).block[0], ctx.consts)
+                        col, where = tags["col"]
+                        tags["col"] = (_strip_groups(ctx, tags["row"][0], col, rows), where)
+                        cols[op.acc] = (col, where)  # with the group: gate and up share it
                     _check_output_tags(ctx, p, op, tags)
                 _check_acc_shape(ctx, op, softmax)
+    # the gated epilogue pairs each gate column with its up column, in the same group (the
+    # expert's stacked [gate; up] rows): up = gate + up_offset with the group offsets kept
+    for _, op in k.ops():
+        if isinstance(op, x.SiluMul) and op.gate in cols and op.up in cols:
+            (gate, g_at), (up, u_at) = cols[op.gate], cols[op.up]
+            cex = _counterexample(ctx, up, gate + op.up_offset)
+            if cex is not None:
+                env = {**cex, **ctx.consts}
+                ctx.report(
+                    "output-tag",
+                    op,
+                    f"silu(gate) * up pairs gate column {_src(gate)} = {_safe_eval(gate, env)} "
+                    f"(loaded at {g_at}) with up column {_src(up)} = {_safe_eval(up, env)} "
+                    f"(loaded at {u_at}); its partner is gate + {_src(op.up_offset)} = "
+                    f"{_safe_eval(gate + op.up_offset, env)} (e.g. {cex})",
+                    values=cex,
+                )
+
+
+def _strip_groups(ctx: _Ctx, row_tag: IntLike, col_tag: IntLike, rows_block: int) -> IntLike:
+    """B's column tag without its group offset. A scalar read from a table (`LoadScalar`,
+    e.g. the expert of a row block) in B's coordinate selects a group of a stacked operand
+    ([E * N, K]: expert e's column n is row e * N + n), not a column: the output tags are
+    compared with it set to 0. Proved here (`group-tag`): the table is indexed by the row
+    block of A (`row_tag // rows_block`), so every row of the tile uses its own group."""
+    tables = {o.name: (p, o) for p, o in ctx.kernel.ops() if isinstance(o, x.LoadScalar)}
+    # a table scalar the rows also depend on (the number of row blocks in use, bounding the
+    # tile order) is a shared quantity, not a group selector
+    used = [
+        sy for sy in x.expr_syms(col_tag) if sy.name in tables and sy not in x.expr_syms(row_tag)
+    ]
+    for sy in used:
+        part, ld = tables[sy.name]
+        idx = _expand(ld.index, _lets(ctx, part))
+        want = row_tag // rows_block
+        cex = _counterexample(ctx, idx, want)
+        if cex is not None:
+            ctx.report(
+                "group-tag",
+                ld,
+                f"{ld.name} = {ld.ptr}[{_src(ld.index)}] selects the group (expert) of B's "
+                f"block, but the A rows it multiplies are row block {_src(want)}; e.g. at "
+                f"{cex} the tile's rows take another group's weights",
+                values=cex,
+            )
+    return col_tag if not used or isinstance(col_tag, int) else col_tag.subs({sy: 0 for sy in used})
 
 
 def _b_axes(op: x.Wgmma) -> tuple[int, int]:
@@ -1001,6 +1165,9 @@ def _run(ctx: _Ctx, part: x.Partition, body: tuple[x.XOp, ...], st: _State) -> N
             _write_regs(ctx, st, op, op.p)
         elif isinstance(op, x.RescaleAcc):
             _read_in_flight(ctx, st, op, op.acc, "the rescale multiplies")
+        elif isinstance(op, x.SiluMul):
+            _read_in_flight(ctx, st, op, op.gate, "the gated epilogue reads")
+            _read_in_flight(ctx, st, op, op.up, "the gated epilogue reads")
         elif isinstance(op, x.Move):
             _write_regs(ctx, st, op, op.dst)
         elif isinstance(op, x.StoreShared | x.NormalizeStore):
@@ -1060,47 +1227,121 @@ def _check_lds(ctx: _Ctx) -> None:
             _lds_races(ctx, site_loop)
         loads = {op.dst: op for op in x.walk(p.body) if isinstance(op, x.LoadTile)}
         stores = {op.dst: op for op in x.walk(p.body) if isinstance(op, x.StoreRegs)}
+        softmax = {op.p: op for op in x.walk(p.body) if isinstance(op, x.OnlineSoftmax)}
+        mfmas = {op.acc: op for op in x.walk(p.body) if isinstance(op, x.Mfma)}
         lets = _lets(ctx, p)
         for op in x.walk(p.body):
             if isinstance(op, x.LoadTile):
                 _owners_unique(ctx, op)
             if isinstance(op, x.Mfma):
                 _mfma_lanes(ctx, op)
-                la, lb = (
-                    loads.get(stores[op.a].src) if op.a in stores else None,
-                    (loads.get(stores[op.b].src) if op.b in stores else None),
-                )
-                if la is None or lb is None:
+                tags = _mfma_tags(ctx, op, loads, stores, softmax, mfmas, lets)
+                if tags is None:
                     continue
-                ka, kb = (k.const(la.block[1], ctx.consts), k.const(lb.block[0], ctx.consts))
-                tag_a, tag_b = _expand(la.coords[1], lets), _expand(lb.coords[0], lets)
-                cex = _counterexample(ctx, tag_a, tag_b) if ka == kb else {}
-                if cex is not None:
-                    env = {**(cex or {}), **ctx.consts}
+                (m_tag, _, a_at), (ka_tag, ka, _), (kb_tag, kb, _), (n_tag, _, b_at) = tags
+                if op.a_stage is not None:
+                    rows = k.const(k.buffer(op.a).block[0], ctx.consts)
+                    n_tag = _strip_groups(ctx, m_tag, n_tag, rows)
+                if ka != kb:
                     ctx.report(
                         "fragment-tag",
                         op,
-                        f"A's K axis holds k = {_src(tag_a)} + j (j < {ka}) = {_eval(tag_a, env)} + j, "
-                        f"B's holds k = {_src(tag_b)} + j (j < {kb}) = {_eval(tag_b, env)} + j "
-                        f"(loaded at {la.point} and {lb.point}): the MFMA multiplies mismatched "
-                        "reduction indices",
+                        f"A's K extent is {ka} (from {a_at}), B's is {kb} (from {b_at}), "
+                        f"lane 0 register 0: the MFMA pairs k = 0..{ka - 1} of A with "
+                        f"k = 0..{kb - 1} of B (a transposed or mis-shaped operand)",
+                        lane=0,
+                        register=0,
+                    )
+                    continue
+                cex = _counterexample(ctx, ka_tag, kb_tag)
+                if cex is not None:
+                    env = {**cex, **ctx.consts}
+                    ctx.report(
+                        "fragment-tag",
+                        op,
+                        f"A's K axis holds k = {_src(ka_tag)} + j (j < {ka}) = "
+                        f"{_safe_eval(ka_tag, env)} + j, B's holds k = {_src(kb_tag)} + j "
+                        f"(j < {kb}) = {_safe_eval(kb_tag, env)} + j (from {a_at} and "
+                        f"{b_at}): the MFMA multiplies mismatched reduction indices",
                         values=cex,
                     )
                 for st in (
                     o for o in x.walk(p.body) if isinstance(o, x.StoreTile) and o.acc == op.acc
                 ):
-                    for axis, ld in ((0, la), (1, lb)):
-                        src = _expand(ld.coords[axis], lets)
-                        cex = _counterexample(ctx, src, _expand(st.coords[axis], lets))
+                    for axis, tag, at in ((0, m_tag, a_at), (1, n_tag, b_at)):
+                        cex = _counterexample(ctx, tag, _expand(st.coords[axis], lets))
                         if cex is not None:
                             ctx.report(
                                 "output-tag",
                                 st,
                                 f"the tile stored at {_src(st.coords[axis])} (axis {axis}) was "
-                                f"computed from operands loaded at {_src(ld.coords[axis])} "
-                                f"({ld.point}), e.g. at {cex}",
+                                f"computed from operands loaded at {_src(tag)} ({at}), e.g. "
+                                f"at {cex}",
                                 values=cex,
                             )
+                for lse in (
+                    o for o in x.walk(p.body) if isinstance(o, x.StoreLse) and o.s_acc == op.acc
+                ):
+                    cex = _counterexample(ctx, m_tag, _expand(lse.row0, lets))
+                    if cex is not None:
+                        ctx.report(
+                            "output-tag",
+                            lse,
+                            f"the lse rows stored at {_src(lse.row0)} belong to the scores of "
+                            f"the query rows loaded at {_src(m_tag)} ({a_at}), e.g. at {cex}",
+                            values=cex,
+                        )
+
+
+def _safe_eval(e: IntLike, env: dict[str, int]) -> str:
+    try:
+        return str(_eval(e, env))
+    except ZeroDivisionError:
+        return "?"
+
+
+def _mfma_tags(ctx, op, loads, stores, softmax, mfmas, lets, depth=0):
+    """((M tag, _, where), (A's K tag, extent, _), (B's K tag, extent, _), (N tag, _, where))
+    of an MFMA: the global coordinates its operands' first element came from (element i of
+    an axis holds tag + i). A from LDS or registers loaded by a `LoadTile`, or a softmax's P
+    (rows: its scores' A rows; columns: the keys of its scores' B operand). None when an
+    operand's origin is unknown."""
+
+    def tile(name, stage):
+        ld = loads.get(stores[name].src) if stage is not None and name in stores else None
+        if ld is None and stage is None:
+            ld = loads.get(name)
+        return ld
+
+    k = ctx.kernel
+    if op.a_stage is None and op.a in softmax:
+        if depth > 2 or softmax[op.a].s_acc not in mfmas:
+            return None
+        inner = _mfma_tags(
+            ctx, mfmas[softmax[op.a].s_acc], loads, stores, softmax, mfmas, lets, depth + 1
+        )
+        if inner is None:
+            return None
+        (m_tag, _, a_at), _, _, (n_tag, n_ext, b_at) = inner
+        a = ((m_tag, 0, a_at), (n_tag, n_ext, f"P of {softmax[op.a].point} <- {b_at}"))
+    else:
+        la = tile(op.a, op.a_stage)
+        if la is None:
+            return None
+        ext = k.const(la.block[1], ctx.consts)
+        a = (
+            (_expand(la.coords[0], lets), 0, la.point),
+            (_expand(la.coords[1], lets), ext, la.point),
+        )
+    lb = tile(op.b, op.b_stage)
+    if lb is None:
+        return None
+    kx, nx = (1, 0) if op.b_trans else (0, 1)
+    b = (
+        (_expand(lb.coords[kx], lets), k.const(lb.block[kx], ctx.consts), lb.point),
+        (_expand(lb.coords[nx], lets), k.const(lb.block[nx], ctx.consts), lb.point),
+    )
+    return a[0], a[1], b[0], b[1]
 
 
 def _lds_accesses(body: tuple[x.XOp, ...]) -> list[tuple[int, x.XOp, str, IntLike, bool]]:
@@ -1212,8 +1453,8 @@ def _owners_unique(ctx: _Ctx, op: x.LoadTile) -> None:
 
 
 def _mfma_lanes(ctx: _Ctx, op: x.Mfma) -> None:
-    """Per lane, the MFMA 16x16x16 operand fragments hold k = (lane // 16) * k_width + r:
-    A and B must give each lane and register the same k."""
+    """Per lane, the MFMA operand fragments hold k = (lane // M) * k_width + r (M = 16 for
+    16x16x16, 32 for 32x32x8): A and B must give each lane and register the same k."""
     layout = next(
         o.layout for _, o in ctx.kernel.ops() if isinstance(o, x.ZeroAcc) and o.acc == op.acc
     )
@@ -1223,7 +1464,8 @@ def _mfma_lanes(ctx: _Ctx, op: x.Mfma) -> None:
     kw_a, kw_b = layout.k_width_a, layout.k_width_b
     solver = z3.Solver()
     solver.add(lane >= 0, lane < 64, reg >= 0, reg < min(kw_a, kw_b))
-    solver.add((lane / 16) * kw_a + reg != (lane / 16) * kw_b + reg)
+    group = layout.instr[0]
+    solver.add((lane / group) * kw_a + reg != (lane / group) * kw_b + reg)
     ctx.assertions += 1
     if solver.check() == z3.sat:
         m = solver.model()
@@ -1232,8 +1474,8 @@ def _mfma_lanes(ctx: _Ctx, op: x.Mfma) -> None:
             "fragment-tag",
             op,
             f"lane {ln}, register {r}: the A fragment (k_width {kw_a}) holds k = "
-            f"{(ln // 16) * kw_a + r}, the B fragment (k_width {kw_b}) holds k = "
-            f"{(ln // 16) * kw_b + r}",
+            f"{(ln // group) * kw_a + r}, the B fragment (k_width {kw_b}) holds k = "
+            f"{(ln // group) * kw_b + r}",
             lane=ln,
             register=r,
             warp=0,

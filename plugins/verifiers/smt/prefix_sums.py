@@ -35,7 +35,7 @@ from argus_core.ir import Expr, IntLike, Sym, as_expr, elem_sym, land, lnot
 from argus_core.ir.expr import BinOp, BoolOp, Call, Cmp, Const, Select, emax, emin
 from argus_core.ir.tags import READS, DataRead, read
 from argus_plugins.verifiers.smt.exprs import reads
-from argus_plugins.verifiers.smt.solver import Query
+from argus_plugins.verifiers.smt.solver import Query, _load_factor
 
 BOUND = Sym("$b", "bound")
 GLOBAL_KINDS = ("shape", "arg", "bound")
@@ -351,7 +351,7 @@ def confirm(q, model, violation: IntLike, solver=None) -> Any | None:
             z3.And(v >= -size, v <= size) for n, v in q.vars.items() if n in q.ctx.scalar_args
         ]
         solver.push()
-        solver.set("timeout", q.ctx.probe_ms)
+        solver.set("timeout", int(q.ctx.probe_ms * _load_factor()))  # slower when loaded
         solver.add(*small)
         tiny = solver.model() if solver.check() == z3.sat else None
         solver.pop()
@@ -468,7 +468,7 @@ def _concrete(q, model, violation: IntLike) -> Any | None:
         return None
     # a model that agrees: the same point and data, every sum fixed to its true value
     s = z3.Solver()
-    s.set("timeout", q.ctx.probe_ms)
+    s.set("timeout", int(q.ctx.probe_ms * _load_factor()))
     s.add(q.zb(violation))
     for v in list(q.vars.values()):
         s.add(v == ev.num(v))

@@ -16,6 +16,7 @@ kernel's contracts and by prefix-sum facts instantiated per query.
 
 from __future__ import annotations
 
+import os
 import time
 import weakref
 from collections.abc import Mapping
@@ -199,6 +200,16 @@ class Context:
             name = f"_{base}{n}"
         self.bounds[name] = (lo, hi)
         return Sym(name, "scalar")
+
+
+def _load_factor() -> float:
+    """How many times slower than alone a solver call runs now: the load average per core,
+    between 1 and 8 (1 where the OS does not tell)."""
+    try:
+        per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except (OSError, AttributeError):
+        return 1.0
+    return min(8.0, max(1.0, per_core))
 
 
 def _radix(e: IntLike, root: str) -> tuple[list[IntLike], IntLike | None] | None:
@@ -455,7 +466,9 @@ class Query:
         s.push()
         # a step's query is the violation plus one bound: as hard as the first, so it gets
         # the time the probe had, at least a second (a loaded machine must not decide)
-        s.set("timeout", max(ctx.probe_ms, 1000))
+        # (scaled by the machine's load: on 2 cores shared by 12 processes a step that takes
+        # 0.2 s alone takes seconds, and a timed-out step leaves the model unminimized)
+        s.set("timeout", int(max(ctx.probe_ms, 1000) * _load_factor()))
         for name in self._order():
             v = self.vars[name]
             cur = model.eval(v, model_completion=True).as_long()

@@ -15,7 +15,7 @@ witnesses (`select_witnesses.py`).
 
 from __future__ import annotations
 
-from argus_core.ir import IntLike, ProgramPoint, Store, as_expr, cdiv, elem_sym, land, lnot
+from argus_core.ir import Expr, IntLike, ProgramPoint, Store, as_expr, cdiv, elem_sym, land, lnot
 from argus_core.ir.expr import Select
 from argus_core.ir.tags import DataRead
 from argus_plugins.verifiers.smt import select_witnesses
@@ -203,6 +203,33 @@ def check_writes(it: Interpreter, st: DataState, op: Store, shape, coords, mask)
             [rename(x, p) for x in mine],
             coords,
             "lands at {rhs}, which (program, iteration, element) {lhs} also writes",
+        )
+    value = st.vals.get(op.value.id) if computed else None
+    per_element = (
+        value is not None
+        and isinstance(value, Expr)
+        and any(e in as_expr(value).symbols() for e in elems)
+        and not reads([as_expr(value)])
+    )
+    if per_element:
+        # rows computed from sums get per-element values (moe_align's slots): each value
+        # lands in one row only, the readers' `row_of[s] = r` (the padding stores write one
+        # value, the sentinel, everywhere, and are not asked this)
+        mine = [*ctx.program_vector(), *loops, *elems]
+        chk.require(
+            "store_value_once",
+            op.point,
+            shape,
+            land(
+                mask,
+                rename(mask, p),
+                as_expr(value).eq(rename(value, p)),
+                any_ne(coords, [rename(c, p) for c in coords]),
+            ),
+            [value],
+            [rename(x, p) for x in mine],
+            "writes value {lhs}, which (program, iteration, element) {rhs} also writes, "
+            "to another row",
         )
     writes = st.writes
     for n, (point, pshape, pcoords, pmask) in enumerate(writes.get(name, [])):

@@ -36,7 +36,8 @@ def assert_contraction(it: Interpreter, op: AssertContraction) -> None:
             f"entries and a dot summed into it (has {len(contribs)} contributions)",
         )
         return
-    window = it.ctx.norm(op.window).subs(dict(zip(op.tag_syms, t.exprs)))
+    # norm may fold a window to a constant (an int, which has no .subs): `sub` passes it
+    window = sub(it.ctx.norm(op.window), dict(zip(op.tag_syms, t.exprs)))
 
     def inside(c: IntLike, w=window, cs=op.c_sym) -> Expr:
         return as_expr(sub(w, {cs: c}))
@@ -76,7 +77,10 @@ def assert_tag(it: Interpreter, op: AssertTag) -> None:
             op, f"assert_tag: the tile has no tag {op.name!r} with {len(op.tag_syms)} entries"
         )
         return
-    pred = it.ctx.norm(op.pred).subs(dict(zip(op.tag_syms, t.exprs)))
+    # a predicate may fold to a constant once tiles and index-tile values are substituted
+    # (`al.at(full_tile) >= 0`): an int, which `sub` passes through; a true constant holds
+    # without z3, a false one fails at every valid element
+    pred = sub(it.ctx.norm(op.pred), dict(zip(op.tag_syms, t.exprs)))
     it.chk.require(
         "assert_tag",
         op.point,
@@ -85,4 +89,5 @@ def assert_tag(it: Interpreter, op: AssertTag) -> None:
         t.exprs,
         [],
         f"tag {op.name!r} = {{lhs}} breaks the asserted predicate",
+        structural=isinstance(pred, int) and bool(pred),
     )

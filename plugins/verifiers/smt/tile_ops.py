@@ -8,7 +8,11 @@ its tags say, and covers the output exactly once (`store_coverage.py`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
+
+import z3
 
 from argus_core.ir import (
     Cast,
@@ -115,7 +119,12 @@ def load(it: Interpreter, op: Load) -> None:
             (None,) * lead + tuple(range(len(shape))),
         )
     }
-    it.state[op.out.id] = AVal(shape, tags, mask)
+    fills = (
+        ()
+        if as_expr(mask) == as_expr(1)
+        else ((lnot(as_expr(mask)), float(op.other), op.point.line),)
+    )
+    it.state[op.out.id] = AVal(shape, tags, mask, fills=fills)
 
 
 def store(it: Interpreter, op: Store) -> None:
@@ -138,6 +147,19 @@ def store(it: Interpreter, op: Store) -> None:
             t.exprs,
             "lands at {lhs} but its tag says {rhs}",
             structural=same(coords, t.exprs),
+        )
+    junk = [c for c, _v, _n in val.fills]  # masked elements whose value is not a real one's
+    if junk and not isinstance(op, AtomicAdd):
+        it.chk.require(
+            "store_valid",
+            op.point,
+            shape,
+            land(mask, lnot(as_expr(val.valid)), lor(*junk)),
+            coords,
+            [],
+            "writes {lhs}, an element computed from masked-off data (a load's `other` or a "
+            "`where`'s discarded branch): the store's mask is wider than its data's",
+            extra={"origins": _origins(val.fills)},
         )
     computed = False  # rows computed from sums of data: check_writes covers them
     if it.chk.collect and it.data is not None:  # loop and cross-store writes
@@ -189,15 +211,94 @@ def elementwise(it: Interpreter, op: Elementwise) -> None:
             )
             if len(t.exprs) > len(first.exprs):  # keep the entries of the full operand
                 tags[name] = t
+    fills = _fills(op.fn, tiles, bool(it.loops))
     # sums and scalings keep the contraction record: acc * alpha + dot(p, v)
     linear = op.fn in LINEAR
     contrib = tuple(c for x in tiles for c in x.contrib) if linear else ()
     window = linear and any(x.window for x in tiles)
+    carriers = [x for x in tiles if x.contrib]
+    if not linear and len(carriers) == 1 and not it.loops:
+        # an epilogue of one finished sum (relu(acc + bias), sigmoid(acc)): the stored
+        # value is still that sum's, so its contraction is still checked at the store
+        contrib, window = carriers[0].contrib, carriers[0].window
     if op.fn in ("mul", "div") and not it.loops:  # a product of finished sums
         groups = factor_groups(tiles)
         if groups is not None:  # each factor is checked on its own at the store
             contrib, window = groups, False
-    it.state[op.out.id] = AVal(shape, tags, land(*[x.valid for x in tiles]), contrib, window)
+    valid = land(*[x.valid for x in tiles])
+    it.state[op.out.id] = AVal(shape, tags, valid, contrib, window, fills)
+
+
+INF = float("inf")
+# a reduction's identity: what a masked element must hold not to change the result
+IDENTITY = {"sum": 0.0, "max": -INF, "min": INF}
+
+
+def _neutral(fn: str, n: int) -> float | None:
+    """The identity of `fn` as its operand `n` (maximum: -inf, add: 0, sub: 0 on the
+    right, mul: 1, div: 1 on the right), or None."""
+    idents = {"maximum": -INF, "minimum": INF, "add": 0.0, "mul": 1.0}
+    if n == 1:
+        idents.update({"sub": 0.0, "div": 1.0})
+    return idents.get(fn)
+
+
+def _apply(fn: str, vals: list[float | None]) -> float | None:
+    """`fn` of known values, where None is a real element's (unknown, finite) value; None
+    when the result is not a known constant."""
+    a = vals[0]
+    b = vals[1] if len(vals) > 1 else None
+    try:
+        if len(vals) == 1:
+            if a is None:
+                return None
+            if fn in ("exp", "exp2"):
+                return 0.0 if a == -INF else (1.0 if a == 0.0 else None)
+            if fn == "neg":
+                return -a
+            return None
+        if fn in ("add", "sub") and len(vals) == 2:
+            if a is not None and b is not None:
+                return a + b if fn == "add" else a - b
+            known = a if a is not None else b
+            if known is not None and known in (INF, -INF):  # inf + finite
+                return known if (fn == "add" or a is not None) else -known
+            return None
+        if fn == "mul" and len(vals) == 2:
+            if a is not None and b is not None:
+                return a * b
+            return 0.0 if 0.0 in (a, b) else None
+        if fn == "div" and len(vals) == 2:
+            if a is not None and b is not None:
+                return a / b
+            return 0.0 if a == 0.0 else None
+        if fn in ("maximum", "minimum") and a is not None and b is not None:
+            return max(a, b) if fn == "maximum" else min(a, b)
+    except (ArithmeticError, ValueError):
+        return None
+    return None
+
+
+def _fills(
+    fn: str, tiles: list[AVal], in_loop: bool
+) -> tuple[tuple[IntLike, float | None, int], ...]:
+    """The masked elements of an elementwise result: each operand's masked elements with
+    `fn` of their value and the other operands' (unknown) values. Inside a loop, none for
+    a masked element that holds `fn`'s identity (acc = maximum(acc, a) with a at -inf,
+    acc + a with a at 0: a pool's window over padding adds nothing); outside one, a bias
+    of 0 read past a vector's end is still junk (a wrong channel's tile)."""
+    if len(tiles) > 2:
+        return ()
+    out = []
+    for n, x in enumerate(tiles):
+        neutral = _neutral(fn, n) if in_loop else None
+        for c, v, line in x.fills:
+            if v is not None and v == neutral:
+                continue
+            vals: list[float | None] = [None] * len(tiles)
+            vals[n] = v
+            out.append((c, _apply(fn, vals) if v is not None else None, line))
+    return tuple(out)
 
 
 def _where(it: Interpreter, op: Elementwise, shape: tuple[int, ...]) -> None:
@@ -211,13 +312,20 @@ def _where(it: Interpreter, op: Elementwise, shape: tuple[int, ...]) -> None:
         it.state[op.out.id] = merge(as_expr(pred), va, vb, ())
         return
     if isinstance(a, Value):
-        x, guard = broadcast(it.state[a.id], shape), pred
+        x, guard, const = broadcast(it.state[a.id], shape), pred, b
     elif isinstance(b, Value):
-        x, guard = broadcast(it.state[b.id], shape), lnot(as_expr(pred))
+        x, guard, const = broadcast(it.state[b.id], shape), lnot(as_expr(pred)), a
     else:
         it.state[op.out.id] = AVal(shape)
         return
-    it.state[op.out.id] = replace(x, valid=land(guard, x.valid), contrib=(), window=False)
+    # where the guard fails the element is the constant; elsewhere x's masked ones stay
+    fill = float(const) if isinstance(const, int | float) else None
+    fills = ((lnot(as_expr(guard)), fill, op.point.line),) + tuple(
+        (land(guard, c), v, n) for c, v, n in x.fills
+    )
+    it.state[op.out.id] = replace(
+        x, valid=land(guard, x.valid), contrib=(), window=False, fills=fills
+    )
 
 
 def expand_dims(it: Interpreter, op: ExpandDims) -> None:
@@ -232,7 +340,8 @@ def expand_dims(it: Interpreter, op: ExpandDims) -> None:
             axes = tuple(a if a is None or a < op.axis else a + 1 for a in axes)
         tags[name] = replace(t, axes=axes)
     shape = x.shape[: op.axis] + (1,) + x.shape[op.axis :]
-    it.state[op.out.id] = replace(x, shape=shape, tags=tags, valid=sub(x.valid, m))
+    fills = tuple((sub(c, m), v, n) for c, v, n in x.fills)
+    it.state[op.out.id] = replace(x, shape=shape, tags=tags, valid=sub(x.valid, m), fills=fills)
 
 
 def reduce(it: Interpreter, op: Reduce) -> None:
@@ -270,8 +379,54 @@ def reduce(it: Interpreter, op: Reduce) -> None:
             tuple(t.extents[n] for n in keep) if t.extents is not None else None,
             tuple(axes[n] if axes[n] is None or axes[n] < op.axis else axes[n] - 1 for n in keep),
         )
+    _reduce_masked(it, op, x)
     shape = tuple(s for d, s in enumerate(x.shape) if d != op.axis)
     it.state[op.out.id] = AVal(shape, tags, 1)
+
+
+def _reduce_masked(it: Interpreter, op: Reduce, x: AVal) -> None:
+    """`reduce_masked`: a masked element that holds a known value other than the
+    reduction's identity (a max over a load without `other=-inf`: masked elements read 0)
+    is not reduced into a result some real element also reaches: a result whose every
+    element is masked (a row past the tensor) is never stored, so it is not flagged."""
+    ident = IDENTITY.get(op.fn)
+    if ident is None or not x.fills:
+        return
+    real = it.ctx.fresh("jreal", 0, x.shape[op.axis])  # another element of that result
+    other_real = sub(x.valid, {elem_sym(op.axis): real})
+    for c, v, line in x.fills:
+        if v is None or v == ident:  # unknown values are not flagged (no false alarm)
+            continue
+        it.chk.require(
+            "reduce_masked",
+            op.point,
+            x.shape,
+            land(c, other_real),
+            [elem_sym(op.axis)],
+            [real],
+            f"{op.fn} over axis {op.axis} takes masked element {{lhs}}, which holds {v} "
+            f"instead of the identity {ident} (a load's `other` or a `where`'s constant), "
+            "into a result that real element {rhs} also reaches",
+            extra={"origins": [line]},
+        )
+
+
+def _origins(fills) -> Callable[[Any, Any], list[int]]:
+    """The lines of the ops whose masked values the model's element holds (a counterexample
+    names them first among its causes)."""
+
+    def lines(q, model) -> list[int]:
+        out = []
+        for c, _v, line in fills:
+            try:
+                hit = z3.is_true(model.eval(q.z(c), model_completion=True))
+            except (z3.Z3Exception, KeyError, TypeError):
+                hit = False
+            if hit and line not in out:
+                out.append(line)
+        return out or sorted({line for _c, _v, line in fills})
+
+    return lines
 
 
 def dot(it: Interpreter, op: Dot) -> None:
@@ -404,9 +559,10 @@ def project(a: TagVal, b: TagVal, rank: int) -> tuple[list[IntLike], list[IntLik
         return [], []
     ca = [e for e, x in zip(a.exprs, xa) if x is None]
     cb = [e for e, x in zip(b.exprs, xb) if x is None]
-    if len(ca) != len(cb):
-        return [], []
-    ls, rs = ca, cb
+    # fixed entries are compared when both have as many (q[b, h] with k[b, g]); a tile of
+    # a sub-tensor with more of them (x[n, g]'s block beside a per-channel vec0[g]'s) is
+    # still compared along each tile axis both walk: a bias or scale of the wrong channel
+    ls, rs = (ca, cb) if len(ca) == len(cb) else ([], [])
     for d in range(rank):
         if d in xa and d in xb:
             ls.append(a.exprs[xa.index(d)])

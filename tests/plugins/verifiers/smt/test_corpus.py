@@ -125,7 +125,9 @@ def test_planted_bug_is_caught(path: pathlib.Path):
         assert 0 <= lhs[0] < k_ext and k_ext == env["K"]
         assert lhs[0] not in _summed_k(ir, pol, cex, env, reset="reset" in path.stem)
     elif assertion == "contraction_once":
-        assert lhs == rhs and cex["this"] != cex["other"]
+        # two products: of other (program, k-element, iteration), or of two different dots
+        first, second = cex["contributions"]
+        assert lhs == rhs and (cex["this"] != cex["other"] or first != second)
     elif assertion == "store_once":
         assert lhs != [cex["program_id"], *cex["element"]]
         op = _op_at(ir, line, Store)
@@ -156,7 +158,8 @@ ALL_PLANTED = sorted(HERE.glob("**/planted/*.py"))
 
 def test_corpus_has_sixty_planted_bugs_over_every_family():
     families = {p.parent.parent.name for p in ALL_PLANTED}  # smt/ holds the GEMM ones
-    assert len(ALL_PLANTED) >= 60 and families == {"smt", "attention", "moe"}
+    # frontend/: the KernelBench front end's emitted kernels (frontend/test_frontend_corpus.py)
+    assert len(ALL_PLANTED) >= 60 and families == {"smt", "attention", "moe", "frontend"}
 
 
 @pytest.mark.slow
@@ -167,6 +170,7 @@ def test_the_likely_cause_is_the_planted_mistake_in_most_bugs():
     statement, has no line to name)."""
     from tests.plugins.verifiers.smt.attention import test_attention_verifier as att
     from tests.plugins.verifiers.smt.conftest import cause_line, cause_rank
+    from tests.plugins.verifiers.smt.frontend import test_frontend_corpus as fe
     from tests.plugins.verifiers.smt.moe import test_moe_verifier as moe
 
     ranks = []
@@ -176,16 +180,21 @@ def test_the_likely_cause_is_the_planted_mistake_in_most_bugs():
             report = moe.verify(path, moe.entry_of(path))[2]
         elif family == "attention":
             report = att.verify(path)[2]
+        elif family == "frontend":
+            report = fe.verify(path)
         else:
             report = verify(path)[2]
         assertion, line = expected(path)
         cex = next(
-            c
-            for c in report.counterexamples
-            if c["assertion"] == assertion and c["program_point"]["line"] == line
-        )
+            (
+                c
+                for c in report.counterexamples
+                if c["assertion"] == assertion and c["program_point"]["line"] == line
+            ),
+            None,
+        )  # None: not caught this run (a time-out on a loaded machine): counted as a miss
         if cause_line(path) is not None:
-            ranks.append(cause_rank(cex, path))
+            ranks.append(cause_rank(cex, path) if cex is not None else None)
     first = sum(r == 0 for r in ranks) / len(ranks)
     top3 = sum(r is not None and r < 3 for r in ranks) / len(ranks)
     assert first >= 0.75 and top3 >= 0.85, (first, top3, ranks)

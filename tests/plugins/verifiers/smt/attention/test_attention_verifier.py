@@ -27,6 +27,7 @@ from tests.plugins.verifiers.smt.conftest import (
 HERE = pathlib.Path(__file__).parent
 KERNEL = KERNELS / "attention" / "kernel.py"
 PLANTED = sorted((HERE / "planted").glob("*.py"))
+CORRECT = sorted((HERE / "correct").glob("*.py"))
 TILES = {"BM": 64, "BN": 32, "HEAD_D": 128}
 GHOST = {"tag", "assert_tag", "assert_tag_eq", "assert_contraction", "requires"}
 
@@ -152,6 +153,14 @@ def _summed_keys(ir, pol, env, row_elem: int, d: int) -> set[int]:
 def _sees(env, row: int, key: int) -> bool:
     """The family's mask (family.causal_mask), written independently of the kernel."""
     return key < env["SKV"] and (not env["causal"] or key <= row + env["SKV"] - env["S"])
+
+
+@pytest.mark.parametrize("path", CORRECT, ids=lambda p: p.stem)
+def test_correct_attention_variants_verify(path: pathlib.Path):
+    """The shipped kernel in other styles (the GQA head by a helper; as h * HKV // HQ)."""
+    _ir, _pol, report = verify(path)
+    assert report.status == "verified", report.summary
+    assert report.assertions >= 90
 
 
 @pytest.mark.parametrize("path", PLANTED, ids=lambda p: p.stem)

@@ -173,6 +173,10 @@ def test_planted_moe_bug_is_caught(path):
     elif assertion == "store_tag":  # stored at the token's row, computed for the slot
         topk = cex["scalars"]["topk"]
         assert lhs[0] == rhs[0] // topk and lhs[0] != rhs[0]
+    elif assertion == "assert_tag" and "al.at(value).eq(ids.shape[0])" in marked(path, line):
+        # a padding value that is not the readers' sentinel: element r of the padding
+        # tile, whose value (the planted -1) is neither SLOTS nor a slot
+        assert 0 <= lhs[0] < pol.tiles["BM"] and shapes["SLOTS"] >= 1
     elif assertion == "assert_tag" and entry_of(path) == "moe_align":
         _check_alignment_cex(cex)
     elif assertion == "assert_tag" and "coord.rhs" in path.read_text():  # a wrong half
@@ -197,6 +201,10 @@ def test_planted_moe_bug_is_caught(path):
         assert lhs != rhs and 0 <= lhs[0] < ext and 0 <= rhs[0] < ext
     else:
         raise AssertionError(f"unchecked assertion {assertion}")
+
+
+def marked(path: pathlib.Path, line: int) -> str:
+    return path.read_text().splitlines()[line - 1]
 
 
 def _check_alignment_cex(cex):

@@ -20,7 +20,7 @@ def moe_down(h1: al.Tensor["SLOTS", "I"], w2: al.Tensor["E", "H", "I"], sorted_i
         a = al.expect(al.load(h1.rows(slots).tile(BK)[k], mask=slots >= 0), own_expert(slots, block_expert, pb))
         w = al.expect(al.load(al.permute(w2[ex].tile(BN, BK)[pn, k], (1, 0)), mask=ex >= 0), expert_is(block_expert, pb), arity=3)
         acc = al.dot(a, w, acc)
-    wt = al.load(wts.rows(slots // 2), mask=slots >= 0)
+    wt = al.load(wts.rows(slots // 2), mask=slots >= 0)  # root cause
     al.store(y.rows(slots).tile(BN)[pn], (acc * wt[:, None]).to(y.dtype), mask=slots >= 0)  # <- violated: elementwise_tag
 
 
