@@ -41,7 +41,7 @@ REQUIRED = (
     "hurts",
     "references",
 )
-OPTIONAL = ("topics", "status")
+OPTIONAL = ("topics", "status", "preserves")
 
 
 def declared_kb_targets(pm: Any = None) -> dict[str, str | None]:
@@ -91,6 +91,22 @@ INVARIANTS: dict[str, str] = {
     "fragment_tags": "explicit: each MMA's operand fragments agree on the reduction index",
     "shared_races": "explicit: no shared-memory write races a read or write without a barrier",
 }
+# The data-flow invariants synthesized from a task's PyTorch reference (issue #19,
+# docs/invariants.md) that a technique must preserve: `preserves: [name, "name: detail"]`.
+# Every `ready` entry names the ones its change could break (tests/core/spec/test_kb_preserves.py);
+# the prompt shows them beside the technique.
+SPEC_INVARIANTS: dict[str, str] = {
+    "synth_reads": "each load reads, for the output element it feeds, the input element the "
+    "reference reads (batch, head, expert entries computed from the output's coordinates)",
+    "synth_pairing": "operands the reference contracts together are summed in one dot over "
+    "the same index (A's column with B's row)",
+    "synth_window": "each output element sums exactly the contracted coordinates the "
+    "reference's mask admits, each once",
+    "synth_coverage": "every input the reference reads feeds the output, and nothing else does",
+    "synth_gather": "rows gathered or scattered through an index tensor are the rows the "
+    "reference's index (routing ids, slot // topk) names",
+}
+
 # the levels a `level` action may select (argus_core.ir.explicit.EXPLICIT)
 LEVELS = ("explicit",)
 
@@ -374,6 +390,7 @@ class Technique:
     references: tuple[Reference, ...]
     topics: tuple[str, ...] = ()
     status: str = "ready"
+    preserves: tuple[str, ...] = ()  # SPEC_INVARIANTS names, optionally "name: detail"
     body: str = ""
     path: str = ""
 
@@ -406,7 +423,8 @@ class Technique:
         else:
             sets = {k: list(v) for k, v in {**act.tiles, **act.compiler}.items()}
             what = f"policy {sets}" + (f" when {act.when}" if act.when else "")
-        return f"{self.id}: {self.title} [{what}] -> {self.effect}"
+        keep = f"; must preserve: {'; '.join(self.preserves)}" if self.preserves else ""
+        return f"{self.id}: {self.title} [{what}] -> {self.effect}{keep}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -424,6 +442,7 @@ class Technique:
             ],
             "topics": list(self.topics),
             "status": self.status,
+            "preserves": list(self.preserves),
         }
 
 
@@ -641,6 +660,7 @@ class _Validator:
             references=self.references(),
             topics=self.strings("topics", required=False),
             status=self.status(),
+            preserves=self.preserves(),
             body=body,
             path=str(self.file),
         )
@@ -667,6 +687,17 @@ class _Validator:
                 raise self.fail(fld, choices_error(_SINGULAR.get(fld, fld), x, allowed))
         if ANY in items and len(items) > 1:
             raise self.fail(fld, f"'any' stands alone, got {list(items)}")
+        return items
+
+    def preserves(self) -> tuple[str, ...]:
+        """`preserves`: SPEC_INVARIANTS names, each optionally followed by ": detail"."""
+        items = self.strings("preserves", required=False)
+        for x in items:
+            name = x.split(":", 1)[0].strip()
+            if name not in SPEC_INVARIANTS:
+                raise self.fail(
+                    "preserves", choices_error("spec invariant", name, tuple(SPEC_INVARIANTS))
+                )
         return items
 
     def status(self) -> str:

@@ -129,8 +129,30 @@ LAYOUT = {
     "repeat_interleave",
     "view",
     "reshape",
+    "squeeze",
+    "flatten",
+    "getitem",
+    "index_select",
 }
-SUPPORTED = sorted(POINTWISE | REDUCTIONS | ROW_OPS | MATMULS | LAYOUT)
+# ops whose output reads a row by rank (the k largest): like a reduction over the dim
+SELECTIONS = {"topk", "sort", "argsort"}
+SCANS = {"cumsum", "cumprod"}  # element i reads the row's elements r <= i
+CONVS = {f"{c}{d}d" for c in ("Conv", "ConvTranspose") for d in (1, 2, 3)}
+POOLS = {f"{p}{d}d" for p in ("MaxPool", "AvgPool") for d in (1, 2, 3)}
+ADAPTIVE = {f"Adaptive{p}{d}d" for p in ("MaxPool", "AvgPool") for d in (1, 2, 3)}
+LOSSES = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "soft_margin_loss"}
+SUPPORTED = sorted(
+    POINTWISE
+    | REDUCTIONS
+    | ROW_OPS
+    | MATMULS
+    | LAYOUT
+    | SELECTIONS
+    | SCANS
+    | LOSSES
+    | CONVS
+    | POOLS
+)
 
 _OPERATORS = {
     operator.add: "add",
@@ -260,6 +282,9 @@ def spec_of_graph(
     all_dims: dict[str, tuple[IntLike, ...]] = {}
 
     def leaf(node: Any, name: str) -> _Dep:
+        if "tensor_meta" not in node.meta:  # a number argument: one element
+            all_dims[name] = ()
+            return _Dep([Read(name, ())], ())
         shape = tuple(node.meta["tensor_meta"].shape)
         given = dims.get(name)
         sym = tuple(
@@ -357,7 +382,9 @@ def _int_rule(node: Any, deps: dict[Any, _Dep], ints: dict[Any, IntLike]) -> Any
 
 
 def _ival(a: Any, ints: dict[Any, IntLike]) -> Any:
-    return ints.get(a, a) if not isinstance(a, list | tuple) else type(a)(_ival(x, ints) for x in a)
+    if isinstance(a, list | tuple):
+        return type(a)(_ival(x, ints) for x in a)
+    return a if isinstance(a, slice) else ints.get(a, a)
 
 
 MASK_MAKERS = {"ones", "ones_like", "tril", "triu", "invert", "logical_not", "bitwise_not"}
@@ -380,8 +407,14 @@ def _rule(
             )
         if kind in ("softmax", "log_softmax"):
             return _row(deps[args[0]], mod.dim if mod.dim is not None else -1, kind, bound)
-        if kind in ("GroupNorm", "BatchNorm1d", "BatchNorm2d", "LayerNorm"):
+        if kind in ("GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm"):
             return _norm(node, kind, mod, deps[args[0]], gm, deps, bound)
+        if kind in CONVS:
+            return _conv(node, kind, mod, deps[args[0]], gm, deps, bound)
+        if kind in POOLS:
+            return _pool(node, kind, mod, deps[args[0]], bound)
+        if kind in ADAPTIVE:
+            return _adaptive(node, kind, mod, deps[args[0]], bound)
     o = [out_sym(d) for d in range(8)]
     if kind in ("masked_fill", "where") and args[0 if kind == "where" else 1] in deps:
         m = deps[args[0 if kind == "where" else 1]]
@@ -551,16 +584,173 @@ def _rule(
         idx = [o[i] for i in range(n)]
         idx[-1], idx[-2] = o[n - 2], o[n - 1]
         return _Dep(x.at(idx), (*x.shape[:-2], x.shape[-1], x.shape[-2]))
-    if kind == "getitem" and args[0] in deps and isinstance(args[1], int):
+    if (
+        kind == "getitem"
+        and args[0] in deps
+        and isinstance(args[1], int)
+        and _tuple_reduction(node.args[0])
+    ):
         return deps[args[0]]  # (values, indices) of max/min over a dim: both read the same
+    if kind == "getitem" and args[0] in deps:
+        return _select(node, deps[args[0]], args[1], deps)
+    if kind == "index_select" and args[0] in deps:
+        x = deps[args[0]]
+        d = _dim(kwargs.get("dim", args[1] if len(args) > 1 else None), len(x.shape), kind)
+        return _gather(
+            node, x, d, deps[kwargs.get("index", args[2] if len(args) > 2 else None)], ""
+        )
+    if kind == "flatten" and args[0] in deps:  # only dims of 1 merged: an index map
+        x = deps[args[0]]
+        n = len(x.shape)
+        lo = _dim(kwargs.get("start_dim", args[1] if len(args) > 1 else 0), n, kind)
+        hi = _dim(kwargs.get("end_dim", args[2] if len(args) > 2 else -1), n, kind)
+        big = [d for d in range(lo, hi + 1) if not _one(x.shape[d])]
+        if len(big) > 1:
+            raise CannotDerive(
+                f"{node.name} (flatten) merges dims {big} of {x.shape}: not supported"
+            )
+        idx: list[IntLike] = [out_sym(d) for d in range(lo)]
+        idx += [out_sym(lo) if d in big else 0 for d in range(lo, hi + 1)]
+        idx += [out_sym(lo + 1 + d - hi - 1) for d in range(hi + 1, n)]
+        merged = x.shape[big[0]] if big else 1
+        return _Dep(x.at(idx), (*x.shape[:lo], merged, *x.shape[hi + 1 :]))
+    if kind == "squeeze":
+        x = deps[args[0]]
+        n = len(x.shape)
+        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        drop = (
+            [d for d in range(n) if _one(x.shape[d])]
+            if dim is None
+            else [_dim(d, n, kind) for d in (dim if isinstance(dim, tuple | list) else [dim])]
+        )
+        drop = [d for d in drop if _one(x.shape[d])]
+        idx, j = [], 0
+        for d in range(n):
+            if d in drop:
+                idx.append(0)
+            else:
+                idx.append(out_sym(j))
+                j += 1
+        return _Dep(x.at(idx), tuple(x.shape[d] for d in range(n) if d not in drop))
+    if kind in LOSSES:  # the mean/sum of a per-element loss over every element
+        ops = [a for a in args[:2] if a in deps]
+        red = kwargs.get("reduction", "mean")
+        if red not in ("mean", "sum") or len(ops) != 2:
+            raise CannotDerive(f"{node.name} ({kind}): reduction {red!r} of two tensors only")
+        shape = _broadcast([deps[a].shape for a in ops])
+        rs = [bound("reduce", d, node.name) for d in shape]
+        reads = []
+        for a in ops:
+            sh = deps[a].shape
+            off = len(shape) - len(sh)
+            reads += deps[a].at([0 if _one(sh[k]) else rs[k + off] for k in range(len(sh))])
+        return _Dep(reads, ())
+    if kind in SCANS:
+        x = deps[args[0]]
+        n = len(x.shape)
+        d = _dim(kwargs.get("dim", args[1] if len(args) > 1 else None), n, kind)
+        r = bound("reduce", x.shape[d], node.name)
+        idx = [r if i == d else out_sym(i) for i in range(n)]
+        return _Dep(x.at(idx, r <= out_sym(d)), x.shape)
+    if kind in SELECTIONS:
+        x = deps[args[0]]
+        n = len(x.shape)
+        if kind == "topk":
+            kk = kwargs.get("k", args[1] if len(args) > 1 else None)
+            d = _dim(kwargs.get("dim", args[2] if len(args) > 2 else -1), n, kind)
+        else:
+            d = _dim(kwargs.get("dim", args[1] if len(args) > 1 else -1), n, kind)
+            kk = x.shape[d]
+        r = bound("reduce", x.shape[d], node.name)
+        idx = [r if i == d else out_sym(i) for i in range(n)]
+        return _Dep(x.at(idx), tuple(kk if i == d else x.shape[i] for i in range(n)))
     raise CannotDerive(
         f"{node.name}: op {kind!r} has no specification rule; supported: {', '.join(SUPPORTED)}"
     )
 
 
 def _tuple_reduction(node: Any) -> bool:
-    """`torch.max(x, dim)`: (values, indices), read by `getitem`."""
-    return _kind(node) in ("max", "min") and (len(node.args) > 1 or "dim" in node.kwargs)
+    """`torch.max(x, dim)`, `torch.topk(x, k)`, `torch.sort(x)`: (values, indices), read by
+    `getitem`."""
+    k = _kind(node)
+    return (k in ("max", "min") and (len(node.args) > 1 or "dim" in node.kwargs)) or k in (
+        "topk",
+        "sort",
+    )
+
+
+def _gather(node: Any, x: _Dep, dim: int, idx: _Dep, index_name: str) -> _Dep:
+    """`x[ids]` / `x.index_select(dim, ids)` with `ids` an input index tensor: the result
+    (ids's dims in place of x's `dim`) reads x at `ids[...]` along `dim` — a read through
+    an index tensor (a ghost read `@ids[o0]`, which a kernel's contracts speak of)."""
+    from argus_core.ir.tags import read as data_read
+
+    if len(idx.reads) != 1 or idx.pred is not None:
+        raise CannotDerive(
+            f"{node.name}: an index tensor must be a graph input (a routing id tensor), "
+            f"not a computed one"
+        )
+    (r,) = idx.reads
+    m = len(idx.shape)
+    o = [out_sym(d) for d in range(len(x.shape) + m)]
+    sel = [o[dim + t] for t in range(m)]
+    at = data_read(r.tensor, *[_subs(e, {out_sym(t): sel[t] for t in range(m)}) for e in r.index])
+    index = [*o[:dim], at, *o[dim + m : dim + m + len(x.shape) - dim - 1]]
+    shape = (*x.shape[:dim], *idx.shape, *x.shape[dim + 1 :])
+    return _Dep(x.at(index), shape)
+
+
+def _is_dep(k: Any, deps: dict[Any, _Dep]) -> bool:
+    return not isinstance(k, slice | int | type(None) | type(Ellipsis)) and k in deps
+
+
+def _select(node: Any, x: _Dep, key: Any, deps: dict[Any, _Dep]) -> _Dep:
+    """`x[i]`, `x[:, 0]`, `x[..., None]`, `x[ids]`: ints select, full slices keep, None
+    inserts a dim of 1, an input index tensor gathers (`_gather`)."""
+    items = list(key) if isinstance(key, tuple | list) else [key]
+    if any(isinstance(k, type(Ellipsis)) for k in items):
+        pos = next(i for i, k in enumerate(items) if isinstance(k, type(Ellipsis)))
+        fill = len(x.shape) - sum(1 for k in items if k is not None and k is not Ellipsis)
+        items = items[:pos] + [slice(None)] * fill + items[pos + 1 :]
+    tensors = [i for i, k in enumerate(items) if _is_dep(k, deps)]
+    if tensors:
+        if len(tensors) > 1 or any(
+            not (isinstance(k, slice) and k == slice(None))
+            for i, k in enumerate(items)
+            if i not in tensors
+        ):
+            raise CannotDerive(
+                f"{node.name}: indexing by a tensor with other indices is not supported"
+            )
+        return _gather(node, x, tensors[0], deps[items[tensors[0]]], "")
+    o = [out_sym(d) for d in range(len(x.shape) + len(items))]
+    index: list[IntLike] = []
+    shape: list[IntLike] = []
+    j = 0  # output dim
+    d = 0  # x dim
+    for k in items:
+        if k is None:
+            shape.append(1)
+            j += 1
+        elif isinstance(k, int):
+            index.append(k % x.shape[d] if k < 0 and isinstance(x.shape[d], int) else k)
+            if k < 0 and not isinstance(x.shape[d], int):
+                index[-1] = x.shape[d] + k
+            d += 1
+        elif isinstance(k, slice) and k == slice(None):
+            index.append(o[j])
+            shape.append(x.shape[d])
+            j += 1
+            d += 1
+        else:
+            raise CannotDerive(
+                f"{node.name}: index {k!r} is not supported (ints, ':', None, an index tensor)"
+            )
+    for t in range(d, len(x.shape)):
+        index.append(o[j])
+        shape.append(x.shape[t])
+        j += 1
+    return _Dep(x.at(index), tuple(shape))
 
 
 def _pointwise(node: Any, operands: list[Any], deps: dict[Any, _Dep]) -> _Dep:
@@ -655,6 +845,135 @@ def _norm(
         if p is not None:
             reads += p.at(chan)
     return _Dep(reads, x.shape)
+
+
+def _per_dim(v: Any, n: int) -> list[int]:
+    return [int(x) for x in v] if isinstance(v, tuple | list) else [int(v)] * n
+
+
+def _window(
+    x: _Dep, o: list[Sym], ks: list[Sym], stride: list[int], pad: list[int], dil: list[int]
+) -> tuple[list[IntLike], Expr | None]:
+    """The input positions of output position o[2:] for window offsets `ks`: o*stride -
+    pad + k*dil per spatial dim, and the guard that they lie inside the input (padding
+    positions read nothing: a convolution's zeros, a pool's neutral value)."""
+    pos: list[IntLike] = []
+    inside = []
+    for i, k in enumerate(ks):
+        p = o[2 + i] * stride[i] - pad[i] + k * dil[i]
+        pos.append(p)
+        if pad[i]:
+            inside += [as_expr(p) >= 0, as_expr(p) < x.shape[2 + i]]
+    return pos, (land(*inside) if inside else None)
+
+
+def _out_size(n: IntLike, k: IntLike, stride: int, pad: int, dil: int) -> IntLike:
+    return (n + 2 * pad - dil * (k - 1) - 1) // stride + 1
+
+
+def _conv(
+    node: Any,
+    kind: str,
+    mod: Any,
+    x: _Dep,
+    gm: Any,
+    deps: dict[Any, _Dep],
+    bound: Callable[..., Sym],
+) -> _Dep:
+    """Conv{1,2,3}d: out[n, co, p] reads x[n, g*Cg + c, p*stride - pad + k*dil] (inside the
+    input) and weight[co, c, k], c < Cg and k < K contracted, g = co // (Cout / G) the
+    output channel's group; bias[co]. ConvTranspose: out[n, co, q] reads x[n, g*Cg + c, i]
+    where q = i*stride - pad + k*dil (i = (q + pad - k*dil) / stride, an integer inside the
+    input) and weight[g*Cg + c, co % (Cout / G), k]."""
+    if getattr(mod, "padding_mode", "zeros") != "zeros" or isinstance(mod.padding, str):
+        raise CannotDerive(f"{node.name}: {kind} padding {mod.padding!r} / {mod.padding_mode!r}")
+    nd = len(x.shape) - 2
+    if nd < 1:
+        raise CannotDerive(f"{node.name}: {kind} of a {len(x.shape)}-D input (batched only)")
+    w = _param(gm, node, "weight", deps)
+    bias = _param(gm, node, "bias", deps)
+    assert w is not None
+    g = int(mod.groups)
+    stride, pad, dil = (_per_dim(v, nd) for v in (mod.stride, mod.padding, mod.dilation))
+    ksz = list(w.shape[2:])
+    o = [out_sym(d) for d in range(2 + nd)]
+    c = bound("contract", w.shape[1] if "Transpose" not in kind else x.shape[1] // g, node.name)
+    ks = [bound("contract", ksz[i], node.name) for i in range(nd)]
+    transposed = "Transpose" in kind
+    if not transposed:
+        cout = w.shape[0]
+        per_out = cout // g if g > 1 else cout
+        chan = (o[1] // per_out) * w.shape[1] + c if g > 1 else c
+        pos, guard = _window(x, o, ks, stride, pad, dil)
+        # a weight tap over padding multiplies zeros: read (depended on) only inside
+        reads = x.at([o[0], chan, *pos], guard) + w.at([o[1], c, *ks], guard)
+        shape = tuple(
+            _out_size(x.shape[2 + i], ksz[i], stride[i], pad[i], dil[i]) for i in range(nd)
+        )
+        out_c = cout
+    else:
+        per_out = w.shape[1]  # Cout / G
+        cg = x.shape[1] // g if g > 1 else x.shape[1]
+        chan = (o[1] // per_out) * cg + c if g > 1 else c
+        pos, conds = [], []
+        for i in range(nd):
+            num = o[2 + i] + pad[i] - ks[i] * dil[i]
+            at = num // stride[i] if stride[i] > 1 else num
+            pos.append(at)
+            if stride[i] > 1:
+                conds.append((num % stride[i]).eq(0))
+            conds += [as_expr(num) >= 0, as_expr(at) < x.shape[2 + i]]
+        oc = o[1] % per_out if g > 1 else o[1]
+        inside = land(*conds)
+        reads = x.at([o[0], chan, *pos], inside) + w.at([chan, oc, *ks], inside)
+        outp = _per_dim(getattr(mod, "output_padding", 0), nd)
+        shape = tuple(
+            (x.shape[2 + i] - 1) * stride[i] - 2 * pad[i] + dil[i] * (ksz[i] - 1) + outp[i] + 1
+            for i in range(nd)
+        )
+        out_c = w.shape[1] * g
+    if bias is not None:
+        reads += bias.at([o[1]])
+    return _Dep(reads, (x.shape[0], out_c, *shape))
+
+
+def _pool(node: Any, kind: str, mod: Any, x: _Dep, bound: Callable[..., Sym]) -> _Dep:
+    """MaxPool/AvgPool{1,2,3}d: out[n, c, p] reads x[n, c, p*stride - pad + k*dil] for the
+    window's k < kernel (reduced), inside the input."""
+    nd = len(x.shape) - 2
+    if nd < 1 or getattr(mod, "ceil_mode", False) or getattr(mod, "return_indices", False):
+        raise CannotDerive(f"{node.name}: {kind} with ceil_mode/return_indices or unbatched")
+    ksz = _per_dim(mod.kernel_size, nd)
+    stride = _per_dim(mod.stride if mod.stride is not None else mod.kernel_size, nd)
+    pad = _per_dim(mod.padding, nd)
+    dil = _per_dim(getattr(mod, "dilation", 1), nd)
+    o = [out_sym(d) for d in range(2 + nd)]
+    ks = [bound("reduce", ksz[i], node.name) for i in range(nd)]
+    pos, guard = _window(x, o, ks, stride, pad, dil)
+    shape = tuple(_out_size(x.shape[2 + i], ksz[i], stride[i], pad[i], dil[i]) for i in range(nd))
+    return _Dep(x.at([o[0], o[1], *pos], guard), (x.shape[0], x.shape[1], *shape))
+
+
+def _adaptive(node: Any, kind: str, mod: Any, x: _Dep, bound: Callable[..., Sym]) -> _Dep:
+    """AdaptiveMax/AvgPool{1,2,3}d to output size O: out[n, c, i] reads x[n, c, start + r]
+    for start = i*S // O <= start + r < ceil((i + 1)*S / O), r reduced (PyTorch's bins)."""
+    nd = len(x.shape) - 2
+    if nd < 1:
+        raise CannotDerive(f"{node.name}: {kind} of an unbatched input")
+    size = mod.output_size if isinstance(mod.output_size, tuple | list) else [mod.output_size] * nd
+    o = [out_sym(d) for d in range(2 + nd)]
+    outs: list[IntLike] = []
+    pos, inside = [], []
+    for i in range(nd):
+        s_ = x.shape[2 + i]
+        n = s_ if size[i] is None else int(size[i])
+        r = bound("reduce", s_, node.name)
+        start = o[2 + i] * s_ // n
+        end = ((o[2 + i] + 1) * s_ + n - 1) // n
+        pos.append(start + r)
+        inside.append(as_expr(start + r) < end)
+        outs.append(n)
+    return _Dep(x.at([o[0], o[1], *pos], land(*inside)), (x.shape[0], x.shape[1], *outs))
 
 
 def _param(gm: Any, node: Any, attr: str, deps: dict[Any, _Dep]) -> _Dep | None:

@@ -95,13 +95,14 @@ class Spec:
         An output's merged coordinates become one (`o0`); a read through a view must index
         its merged dims by exactly the output's merged coordinates, else ValueError (the
         spec cannot be written over those views)."""
+        views = {k: ("2d" if v == "rows:1" else v) for k, v in views.items()}  # the same view
         bad = sorted({v for v in views.values() if v not in ("1d", "2d")})
         if bad:
-            raise ValueError(f"views {bad} are not supported; supported: '1d', '2d'")
+            raise ValueError(f"views {bad} are not supported; supported: '1d', '2d', 'rows:1'")
         outs: dict[str, OutputSpec] = {}
         for name, o in self.outputs.items():
             n = len(o.shape)
-            m = max({"2d": n - 1, "1d": n}.get(views.get(name, ""), 1), 1)
+            m = min(max({"2d": n - 1, "1d": n}.get(views.get(name, ""), 1), 1), n)
             # a merged dim of size 1 (keepdim) has coordinate 0: merging it is a rename
             ones = {out_sym(i): 0 for i in range(m) if _is_one(o.shape[i])}
             merged = [out_sym(i) for i in range(m) if out_sym(i) not in ones]
@@ -139,7 +140,8 @@ class Spec:
             rows: IntLike = 1
             for d in o.shape[:m]:
                 rows = rows * d
-            outs[name] = OutputSpec(name, (rows, *o.shape[m:]), reads, dict(o.bounds))
+            shape = (rows, *o.shape[m:]) if n else ((1,) if name in views else ())
+            outs[name] = OutputSpec(name, shape, reads, dict(o.bounds))
         return Spec(outs, self.dims, dict(self.names))
 
 

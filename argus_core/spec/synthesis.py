@@ -50,11 +50,21 @@ from argus_core.ir import (
     Scan,
     Store,
     Sym,
+    as_expr,
     land,
+    lnot,
     to_source,
 )
-from argus_core.ir.nodes import Value, elem_axis
-from argus_core.ir.tags import AssertContraction, AssertTag, AssertTagEq, Requires, Tag
+from argus_core.ir.expr import Const
+from argus_core.ir.nodes import TileElem, Value, elem_axis, elem_sym
+from argus_core.ir.tags import (
+    AssertContraction,
+    AssertTag,
+    AssertTagEq,
+    Requires,
+    Summand,
+    Tag,
+)
 from argus_core.spec.derive import guard_of
 from argus_core.spec.model import OutputSpec, Read, Spec, out_sym
 
@@ -197,6 +207,7 @@ class Synthesized:
     entries: dict[int, IntLike]  # tensor dim -> expected coordinate
     axis_map: dict[str, str]  # store element symbol -> load element symbol
     summed: set[int] = field(default_factory=set)  # dims that must walk a summed axis
+    rows: set[int] = field(default_factory=set)  # dims asserted per row on the dot's product
     op: AssertTag | None = None
 
 
@@ -213,6 +224,7 @@ class Mismatch:
     def as_counterexample(self, file: str) -> dict[str, Any]:
         return {
             "assertion": "synth_dataflow",
+            "invariant": f"{self.output} <- {self.expected}",  # the spec's read it pins
             "message": self.text,
             "program_point": {"file": file, "line": self.line, "op": "synth"},
             "output_element": f"{self.output}[every element]",
@@ -255,19 +267,33 @@ def _axes(e: IntLike) -> list[int]:
 
 
 def _match(
-    load: Load, rs: list[set[Role]], store: Store, read: Read, out: OutputSpec
+    load: Load,
+    rs: list[set[Role]],
+    store: Store,
+    read: Read,
+    out: OutputSpec,
+    summands: set[tuple[int, int]] | None = None,
 ) -> tuple[str | None, dict[int, IntLike], dict[str, str], Any]:
     """(why not, expected entries, store->load element map, (bound var -> kernel roles,
-    the entries that walk a summed axis))."""
+    the entries that walk a summed axis, the entries to assert after the dot the load is
+    the right operand of: their expected value, over the store's elements)).
+
+    A store coordinate that is data (a gathered row index: `al.at(slots)`, element r of a
+    1-D tile) is moved to the load's matching axis; where the load has no such axis (a
+    weight tile, a dot's right operand shared by every row), the entry is *deferred*: it is
+    asserted on the dot's product, whose rows are the store's, through the product's
+    provenance tag of its right operand's fixed entries (`coord.rhs`)."""
+    none: tuple[Any, ...] = ({}, set(), {})
     coords = load.view.coords
     if len(coords) != len(read.index):
-        return f"{len(coords)} coordinates for a {len(read.index)}-d read", {}, {}, ({}, set())
+        return f"{len(coords)} coordinates for a {len(read.index)}-d read", {}, {}, none
     emap: dict[Sym, Sym] = {}
     for a, r in enumerate(rs):
         for x in r:
             if x[0] == "out":
                 emap.setdefault(Sym(f"_i{x[1]}", "elem"), Sym(f"_i{a}", "elem"))
     expected: dict[int, IntLike] = {}
+    deferred: dict[int, IntLike] = {}
     bvars: dict[Sym, set[Role]] = {}
     summed: set[int] = set()
     for e, (c, g) in enumerate(zip(coords, read.index)):
@@ -277,14 +303,24 @@ def _match(
         if bs:
             # the entry must walk a summed axis; a bare variable (a matmul's k) must also
             # pair with the other reads of it (which window of a non-bare one, a group's
-            # members, is summed is left to the correctness check)
+            # members, is summed is left to the correctness check). A loop's summand
+            # (`al.summand`, a token's K slots) sums its entry across iterations.
+            if summands and (load.out.id, e) in summands and not axes:
+                summed.add(e)
+                if isinstance(g, Sym):
+                    bvars[g] = {("summand", load.out.id)}
+                continue
             if not (len(axes) == 1 and _bound_roles(rs[axes[0]])):
-                return f"entry {e} should be summed over ({to_source(g)})", {}, {}, ({}, set())
+                return f"entry {e} should be summed over ({to_source(g)})", {}, {}, none
             if isinstance(g, Sym):
                 bvars[g] = _bound_roles(rs[axes[0]])
             summed.add(e)
             continue
+        cv = c.value if isinstance(c, Const) else c
+        if isinstance(g, int) and isinstance(cv, int) and cv != g:
+            return f"entry {e} is {cv}, the read's is {g}", {}, {}, none  # w1[e, 1], not 0
         m: dict[Sym, IntLike] = {}
+        defer = False
         for s in gs:
             if not (s.kind == "spec" and s.name[0] == "o"):
                 continue  # a shape symbol
@@ -293,19 +329,33 @@ def _match(
             if isinstance(sc, Expr):
                 for x in sc.symbols():
                     if elem_axis(x) is not None and x not in emap:
-                        return f"entry {e} should follow output dim {d}", {}, {}, ({}, set())
-                sc = sc.subs(emap)
+                        return f"entry {e} should follow output dim {d}", {}, {}, none
+                moved: dict[Sym, IntLike] = {}
+                for x in sc.symbols():
+                    if isinstance(x, TileElem):
+                        to = emap.get(Sym(f"_i{x.axis}", "elem"))
+                        if to is None:
+                            defer = True
+                        else:
+                            moved[x] = _tile_elem(x, elem_axis(to) or 0)
+                if not defer:
+                    sc = sc.subs({**emap, **moved}) if moved else sc.subs(emap)
             m[out_sym(d)] = sc
+        if defer:  # over the store's elements: asserted on the dot's product
+            deferred[e] = g.subs(m) if isinstance(g, Expr) else g
+            continue
         expected[e] = g.subs(m) if isinstance(g, Expr) else g
         for a in axes:  # an entry walking an axis must walk the output axis it names
             if not any(x[0] == "out" for x in rs[a]):
-                return (
-                    f"entry {e} walks a summed axis but should be {to_source(g)}",
-                    {},
-                    {},
-                    ({}, set()),
-                )
-    return None, expected, {k.name: v.name for k, v in emap.items()}, (bvars, summed)
+                return f"entry {e} walks a summed axis but should be {to_source(g)}", {}, {}, none
+    return None, expected, {k.name: v.name for k, v in emap.items()}, (bvars, summed, deferred)
+
+
+def _tile_elem(x: TileElem, axis: int) -> TileElem:
+    """`x` read along another axis of the tile an assertion speaks about."""
+    if x.axis == axis:
+        return x
+    return TileElem(x.name, x.kind, x.lo, x.hi, value=x.value, axis=axis)
 
 
 def synthesize(
@@ -325,6 +375,7 @@ def synthesize(
     names = flat
     kt = {t.name: t for t in ir.tensors}
     shape_map: dict[Sym, IntLike] = {}
+    ones: set[Sym] = set()
     for tname, dims in spec.dims.items():
         t = kt.get(names.get(tname, tname))
         if t is None:
@@ -332,8 +383,12 @@ def synthesize(
         for d, s in enumerate(dims):
             if isinstance(s, Sym) and d < len(t.dims):
                 shape_map[s] = t.dims[d]
+            elif len(dims) == len(t.dims) and s == 1 and isinstance(t.dims[d], Sym):
+                ones.add(t.dims[d])  # the reference's dim of 1 (index 0): the kernel's too
     res = Synthesis(ir)
     inserts: dict[int, list[Op]] = {}
+    summands = {(op.value.id, op.entry) for op in ir.walk() if isinstance(op, Summand)}
+    prod = _producers(ir)
     for op in ir.walk():
         if not isinstance(op, Store):
             continue
@@ -388,7 +443,7 @@ def synthesize(
             ok = []
             why = ""
             for r in cands:
-                w, exp, emap, bvs = _match(ld, rs, op, r, out)
+                w, exp, emap, bvs = _match(ld, rs, op, r, out, summands)
                 if w is None:
                     ok.append((r, exp, emap, bvs))
                 else:
@@ -407,8 +462,24 @@ def synthesize(
                 continue
             preds = []
             tag_syms = tuple(Sym(f"_synth{d}", "scalar") for d in range(len(ld.view.coords)))
-            for r, exp, emap, (bv, summed) in ok:
+            for r, exp, emap, (bv, summed, deferred) in ok:
                 matched.add(r.key())
+                if deferred:
+                    after = _rhs_assertion(ld, deferred, rs_all, prod, op, tname)
+                    if after is None:
+                        res.mismatches.append(
+                            Mismatch(
+                                sname,
+                                r.text(),
+                                desc,
+                                ld.point.line,
+                                f"{sname}[o] should read {r.text()}; the kernel's {desc} has no "
+                                "row of the output to check it against (not a dot's right operand)",
+                            )
+                        )
+                    else:
+                        for dot, assertion in after:
+                            inserts.setdefault(id(dot), []).append(assertion)
                 for b, roles in bv.items():
                     bvar_roles.setdefault(b, []).append((roles, desc, tname))
                 for e, x in exp.items():
@@ -423,9 +494,10 @@ def synthesize(
                     r,
                     ld,
                     op,
-                    exp,
+                    {**exp, **deferred},
                     emap,
                     summed=summed,
+                    rows=set(deferred),
                 )
                 res.assertions.append(syn)
                 res.pinned.append(
@@ -493,9 +565,97 @@ def synthesize(
                     renames[a.operands()[0].id] = a.out
         return new
 
-    res.ir = _with_ops(ir, go(ir.ops))
+    ops = go(ir.ops)
+    if ones:  # the spec holds for the reference's shape: those dims are 1 there
+        pt = ProgramPoint(ir.file, 0, "synth: dims of 1 in the reference")
+        ops = [Requires(pt, land(*[d.eq(1) for d in sorted(ones, key=lambda x: x.name)])), *ops]
+    res.ir = _with_ops(ir, ops)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _rhs_assertion(
+    ld: Load,
+    deferred: dict[int, IntLike],
+    rs_all: dict[int, list[set[Role]]],
+    prod: dict[int, Any],
+    store: Store,
+    tname: str,
+) -> list[tuple[Op, AssertTag]] | None:
+    """[(a dot, an assertion after it)]: the entries `deferred` of the load's coordinates,
+    which the load fixes per program (an expert) while the spec gives them per output row
+    (`ids[o0]`), asserted on the product of the dot whose right operand the load is: its
+    `coord.rhs` tag carries the operand's fixed entries, per element of the product, whose
+    rows are the store's (the row's data coordinate moves to the product's axis)."""
+    dots = [
+        op for op in prod.values() if isinstance(op, Dot) and _through_casts(op.b, prod) is ld.out
+    ]
+    if not dots:
+        return None
+    out = []
+    for dot in dots:
+        one = _rhs_one(ld, dot, deferred, rs_all, store, tname)
+        if one is None:
+            return None
+        out.append((dot, one))
+    return out
+
+
+def _rhs_one(
+    ld: Load,
+    dot: Dot,
+    deferred: dict[int, IntLike],
+    rs_all: dict[int, list[set[Role]]],
+    store: Store,
+    tname: str,
+) -> AssertTag | None:
+    fixed = [e for e, c in enumerate(ld.view.coords) if not _axes(c)]
+    if not set(deferred) <= set(fixed):
+        return None
+    rs = rs_all.get(dot.out.id)
+    if rs is None:
+        return None
+    axis_of = {x[1]: a for a, r in enumerate(rs) for x in r if x[0] == "out"}
+    syms = tuple(Sym(f"_synth{j}", "scalar") for j in range(len(fixed)))
+
+    def moved(e: IntLike) -> IntLike | None:
+        if not isinstance(e, Expr):
+            return e
+        m: dict[Sym, IntLike] = {}
+        for x in e.symbols():
+            a = x.axis if isinstance(x, TileElem) else elem_axis(x)
+            if a is None:
+                continue
+            if a not in axis_of:
+                return None
+            m[x] = _tile_elem(x, axis_of[a]) if isinstance(x, TileElem) else elem_sym(axis_of[a])
+        return e.subs(m) if m else e
+
+    preds = []
+    for e, want in deferred.items():
+        w = moved(want)
+        if w is None:
+            return None
+        preds.append(syms[fixed.index(e)].eq(w))
+    # only where the store writes: its coordinates inside the output (a padding row's
+    # sentinel is past the extent, so it is masked and reads nothing)
+    inside = []
+    for c, n in zip(store.view.coords, store.view.tensor.dims):
+        c2 = moved(c)
+        if c2 is None:
+            return None
+        inside += [as_expr(c2) >= 0, as_expr(c2) < n]
+    sname = store.view.tensor.name
+    pt = ProgramPoint(ld.point.file, ld.point.line, f"synth: {tname} read for {sname} (rows)")
+    return AssertTag(pt, dot.out, "coord.rhs", syms, lnot(land(*inside)) | land(*preds))
+
+
+def _through_casts(v: Any, prod: dict[int, Any]) -> Any:
+    op = prod.get(v.id)
+    while isinstance(op, Cast):
+        v = op.x
+        op = prod.get(v.id)
+    return v
 
 
 def _summed(store: Store, ir: KernelIR) -> tuple[Any, Op] | None:
@@ -691,6 +851,8 @@ def _explain(c: dict[str, Any], syn: Synthesis, policy: Any) -> dict[str, Any]:
     if not cand:
         return c
     s = cand[0]
+    if "(rows)" in str(c["program_point"].get("op", "")):
+        return _explain_rows(c, s)
     env = _env(syn.ir, policy, c)
     elems = {f"_i{d}": v for d, v in enumerate(c.get("element") or [])}
     got = list(c.get("lhs") or [])
@@ -709,7 +871,7 @@ def _explain(c: dict[str, Any], syn: Synthesis, policy: Any) -> dict[str, Any]:
             for e in range(len(got))
         ]
     except Exception:  # a symbol the counterexample does not bind: keep the verifier's text
-        return c
+        return _explain_rows(c, s)
     text = (
         f"{s.output}{out_el} should read {s.tensor}{want} "
         f"({s.read.text()}) but reads {s.tensor}{got}"
@@ -717,8 +879,41 @@ def _explain(c: dict[str, Any], syn: Synthesis, policy: Any) -> dict[str, Any]:
     return {
         **c,
         "assertion": "synth_dataflow",
+        "invariant": f"{s.output} <- {s.read.text()}",
         "output_element": out_el,
         "should_read": want,
+        "reads": got,
+        "text": f"synth at {c['program_point']['file'].rsplit('/', 1)[-1]}:{line}: {text}",
+        "message": text,
+    }
+
+
+def _explain_rows(c: dict[str, Any], s: Synthesized) -> dict[str, Any]:
+    """A per-row assertion on a dot's product (an expert read through the routing ids):
+    the rows' data the solver chose (`data`), the entries the kernel read (`lhs`)."""
+    got = list(c.get("lhs") or [])
+    data = ", ".join(f"{k} = {v}" for k, v in (c.get("data") or {}).items())
+    if "(rows)" in str(c["program_point"].get("op", "")):
+        fixed = sorted(s.rows | {e for e, x in enumerate(s.load.view.coords) if not _axes(x)})
+        reads = ", ".join(
+            f"entry {e} = {got[j]}" for j, e in enumerate(fixed) if j < len(got) and e in s.rows
+        )
+    else:  # a symbol the counterexample does not bind (data): the entries as read
+        reads = f"{s.tensor}{got}" if got else ""
+    where = f"element {c.get('element')} of program {c.get('program_id')}"
+    via = " (through the index tensor)" if "(rows)" in str(c["program_point"].get("op", "")) else ""
+    text = (
+        f"{s.output}[o] should read {s.read.text()}{via}, but at {where} "
+        f"the kernel reads {s.tensor} with {reads or 'other entries'}"
+        + (f" [{data}]" if data else "")
+    )
+    line = c["program_point"]["line"]
+    return {
+        **c,
+        "assertion": "synth_dataflow",
+        "invariant": f"{s.output} <- {s.read.text()}",
+        "output_element": c.get("element"),
+        "should_read": s.read.text(),
         "reads": got,
         "text": f"synth at {c['program_point']['file'].rsplit('/', 1)[-1]}:{line}: {text}",
         "message": text,

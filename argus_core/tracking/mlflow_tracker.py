@@ -286,7 +286,9 @@ class MlflowTracker:
         client.set_terminated(child_id, "FINISHED" if result.ok else "FAILED", end_time=now)
 
     def _end(self, results: list[CandidateResult], status: str) -> None:
-        from mlflow.entities import Metric
+        from mlflow.entities import Metric, Param
+
+        from argus_core.spec import caught as synth_caught
 
         if status not in END_STATUSES:
             log.warning(
@@ -307,6 +309,9 @@ class MlflowTracker:
         values |= {k: float(v) for k, v in self._run_metrics.items()}
         now = int(time.time() * 1000)
         client.log_batch(parent, metrics=[Metric(k, float(v), now, 0) for k, v in values.items()])
+        caught = synth_caught.catches(results)  # issue #19: which invariant caught which
+        if caught:
+            client.log_batch(parent, params=[Param(synth_caught.PARAM, synth_caught.param(caught))])
         estimated = any(r.timing is not None and r.timing.estimated for r in results)
         client.log_text(parent, render_table(results, estimated) + "\n", "summary.txt")
         client.set_terminated(parent, status)
