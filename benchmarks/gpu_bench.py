@@ -9,6 +9,10 @@
                                                    # (planner_bench's ground truth), the best
                                                    # under Triton's proton profiler
     python benchmarks/gpu_bench.py --space --dry-run  # no GPU: each case's space size
+    python benchmarks/gpu_bench.py --space --time-limit 265 --exclude 4096x4096x4096
+                                                   # the spaces not yet recorded, cheapest
+                                                   # first; the JSON is rewritten every 16
+                                                   # policies (a killed run keeps them)
 
 For each case the DSL kernel is traced and lowered at a few policies, launched through
 Triton's JIT, checked against the family's PyTorch reference at the timed shape (a wrong
@@ -299,11 +303,14 @@ def space_policies(case: Case, backend_name: str = "h200") -> list[dict[str, int
 
     kernel = yaml.safe_load((ROOT / "conf" / "kernel" / f"{case.family}.yaml").read_text())
     grid = yaml.safe_load((ROOT / "conf" / "backend" / f"{backend_name}.yaml").read_text())
+    tiles = dict(kernel["tiles"])
+    if case.family == "attention":  # the head dimension the case runs (split() sets it)
+        tiles["HEAD_D"] = [int(case.shape["D"])]
     space = derive(
         family_of(case.family),
         backend_named(backend_name),
         case.shape,
-        kernel["tiles"],
+        tiles,
         grid["policy_grid"],
     )
     out = []
@@ -346,18 +353,32 @@ def _warm(job: tuple[str, dict[str, int], dict[str, int]]) -> dict[str, Any]:
             args, grid = launch_args(lowered, tensors, tiles)
             compiled.append(fn[grid](*args, **opts))
 
-        inputs = family.make_inputs(shape, "bf16", 0, "cuda")
+        inputs = _worker_inputs(family, family_name, shape)
         if len(kernels) > 1:
             family.program(launch, inputs, tiles)
         else:
             launch(kernels[0].name, inputs)
         torch.cuda.synchronize()
         fields = compiled_fields(compiled)
-        del inputs
-        torch.cuda.empty_cache()
         return {"ok": True, "digest": digest, "compile": fields}
     except Exception as exc:
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+_WORKER_INPUTS: dict[str, Any] = {}
+
+
+def _worker_inputs(family: Any, family_name: str, shape: dict[str, int]) -> dict[str, Any]:
+    """In a worker: the case's inputs, made once per case (the last case's only), since a
+    worker warms many policies of one case in a row (MoE's weights take seconds to draw)."""
+    key = f"{family_name} {sorted(shape.items())}"
+    if key not in _WORKER_INPUTS:
+        import torch
+
+        _WORKER_INPUTS.clear()
+        torch.cuda.empty_cache()
+        _WORKER_INPUTS[key] = family.make_inputs(shape, "bf16", 0, "cuda")
+    return _WORKER_INPUTS[key]
 
 
 def compiled_fields(compiled: list[Any]) -> dict[str, Any]:
@@ -373,28 +394,107 @@ def compiled_fields(compiled: list[Any]) -> dict[str, Any]:
         return {"fields_error": f"{type(exc).__name__}: {exc}"[:200]}
 
 
-def run_space(case: Case, l2_bytes: int, deadline: float, workers: int) -> dict[str, Any]:
-    """Every policy of the case's space: compiled in `workers` processes, then timed here
-    (policies whose lowered kernels and launch options are identical are timed once).
-    Stops timing at `deadline` (time.time()); what was not timed is counted as such."""
+# what one policy of a space costs to time, relative to a GEMM's (attention's kernels take
+# milliseconds; MoE runs five kernels and compiles them all): --space times the cheapest
+# cases first, so a time limit leaves out the dearest ones
+SPACE_COST = {"gemm": 1.0, "attention": 1.2, "moe": 1.5}
+
+
+def space_order(selected: list[Case]) -> list[Case]:
+    return sorted(selected, key=lambda c: len(c.policies) * SPACE_COST.get(c.family, 1.0))
+
+
+def run_spaces(
+    selected: list[Case],
+    l2_bytes: int,
+    deadline: float,
+    workers: int,
+    on_progress: Any = None,
+    profile: bool = False,
+) -> None:
+    """Every policy of every case's space: compiled in `workers` processes (one pool for the
+    whole run, every case's jobs queued at once, so compiling runs ahead of timing), timed
+    here in order as each compile finishes (policies whose lowered kernels and launch
+    options are identical are timed once). Each case's inputs and references are built once
+    and reused by all its policies (`timing.prepare`). Stops at `deadline` (time.time()):
+    what was not compiled or timed is recorded as such. `on_progress()` is called every few
+    policies and after each case (the caller rewrites its JSON: a killed run keeps what it
+    timed). Results land in each case's `result`."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
     import torch
 
-    from argus_core.evaluate.timing import measure
+    from argus_core.evaluate.timing import measure, prepare
 
-    if time.time() > deadline:
-        return {"tried": [], "best": None, "skipped": "--time-limit reached before this case"}
-    jobs = [(case.family, case.shape, p) for p in case.policies]
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-        warm = list(pool.map(_warm, jobs, chunksize=1))
+    pool = ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"))
+    futures = {
+        id(c): [pool.submit(_warm, (c.family, c.shape, p)) for p in c.policies] for c in selected
+    }
+    try:
+        for case in selected:
+            t0 = time.perf_counter()
+            if time.time() > deadline:
+                case.result = {"tried": [], "best": None, "skipped": "--time-limit reached"}
+                continue
+            case.result = _time_space(
+                case, futures[id(case)], l2_bytes, deadline, on_progress, measure, prepare
+            )
+            if profile and case.result.get("best") and time.time() < deadline - 10:
+                case.result["profile"] = profile_best(case, l2_bytes)
+            torch.cuda.empty_cache()
+            best = case.result.get("best")
+            got = f"{best['ms']:.4f} ms" if best else "no time"
+            n = sum(1 for t in case.result["tried"] if t.get("ms"))
+            print(
+                f"space {case.family} {case.name}: {n}/{len(case.policies)} timed, best {got} "
+                f"({time.perf_counter() - t0:.0f}s)",
+                flush=True,
+            )
+            if on_progress:
+                on_progress()
+    finally:
+        for fs in futures.values():
+            for f in fs:
+                f.cancel()
+        procs = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:  # a worker still compiling when the limit came
+            if proc.is_alive():
+                proc.terminate()
+
+
+def _time_space(
+    case: Case,
+    futures: list[Any],
+    l2_bytes: int,
+    deadline: float,
+    on_progress: Any,
+    measure: Any,
+    prepare: Any,
+) -> dict[str, Any]:
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    import torch
+
     family = family_of(case.family)
     tried: list[dict[str, Any]] = []
-    base: dict[str, float] = {}
     timed: dict[str, dict[str, Any]] = {}
-    for p, w in zip(case.policies, warm):
-        entry: dict[str, Any] = {"policy": p, **{k: v for k, v in w.items() if k != "ok"}}
+    prepared = None
+    result: dict[str, Any] = {"tried": tried, "best": None, "space_size": len(case.policies)}
+    case.result = result
+    for i, (p, fut) in enumerate(zip(case.policies, futures)):
+        entry: dict[str, Any] = {"policy": p}
+        left = deadline - time.time()
+        try:
+            w = fut.result(timeout=max(0.0, left))
+        except FutureTimeout:
+            entry["error"] = "not timed: not compiled before --time-limit"
+            tried.append(entry)
+            continue
+        except Exception as exc:  # the worker died (a crash in the driver)
+            w = {"ok": False, "error": f"worker: {type(exc).__name__}: {exc}"[:500]}
+        entry.update({k: v for k, v in w.items() if k != "ok"})
         if not w["ok"]:
             tried.append(entry)
             continue
@@ -410,6 +510,8 @@ def run_space(case: Case, l2_bytes: int, deadline: float, workers: int) -> dict[
             continue
         tiles, compiler = split(case, p)
         try:
+            if prepared is None:
+                prepared = prepare(family, case.shape, "bf16", 0, l2_bytes)
             kernels = lower_all(family, tiles, compiler)
             run_on = runner(family, kernels, tiles, compiler)
             entry.update(
@@ -422,21 +524,31 @@ def run_space(case: Case, l2_bytes: int, deadline: float, workers: int) -> dict[
                     l2_bytes,
                     warmup_ms=5,
                     rep_ms=20,
-                    with_baselines=not base,
+                    prepared=prepared,
                 )
             )
-            base = base or dict(entry.get("baselines") or {})
-            entry.pop("baselines", None)
+            result["baselines"] = dict(entry.pop("baselines", None) or {})
             timed[w["digest"]] = entry
         except Exception as exc:
             entry["error"] = f"{type(exc).__name__}: {exc}"[:500]
-        torch.cuda.empty_cache()
         tried.append(entry)
-    ok = [t for t in tried if t.get("ms")]
+        if on_progress and i % 16 == 15:
+            _finish(result)
+            on_progress()
+    if prepared is not None:
+        result["input_builds"] = prepared.builds
+    del prepared
+    torch.cuda.empty_cache()
+    _finish(result)
+    return result
+
+
+def _finish(result: dict[str, Any]) -> None:
+    ok = [t for t in result["tried"] if t.get("ms")]
     best = dict(min(ok, key=lambda t: t["ms"])) if ok else None
     if best is not None:
-        best["baselines"] = base
-    return {"tried": tried, "best": best, "baselines": base, "space_size": len(case.policies)}
+        best["baselines"] = dict(result.get("baselines") or {})
+    result["best"] = best
 
 
 # -------------------------------------------------------------------------------- output
@@ -641,6 +753,9 @@ def main() -> int:
     ap.add_argument("--mi300x-static", action="store_true", help="gfx942 static report, no GPU")
     ap.add_argument("--families", default="gemm,attention,moe")
     ap.add_argument("--cases", default="", help="comma-separated substrings of case names")
+    ap.add_argument(
+        "--exclude", default="", help="comma-separated substrings of case names to leave out"
+    )
     ap.add_argument("--quick", action="store_true", help="first policy only, shorter timing")
     ap.add_argument("--sweep", action="store_true", help="attention: all 36 policies of ATTN_SWEEP")
     ap.add_argument(
@@ -674,7 +789,9 @@ def main() -> int:
     selected = [
         c
         for c in cases()
-        if c.family in fams and (not args.cases or any(s in c.name for s in args.cases.split(",")))
+        if c.family in fams
+        and (not args.cases or any(s in c.name for s in args.cases.split(",")))
+        and not (args.exclude and any(s in c.name for s in args.exclude.split(",")))
     ]
     if args.sweep:
         for c in selected:
@@ -725,17 +842,8 @@ def main() -> int:
     meta["ceilings"] = ceil
     print(json.dumps(meta), flush=True)
     deadline = time.time() + (args.time_limit or 1e9)
-    for c in selected:
-        t0 = time.perf_counter()
-        if args.space:
-            c.result = run_space(c, l2, deadline, args.workers)
-        else:
-            c.result = run_case(c, l2, rep_ms=40 if args.quick else 100)
-        if args.profile and c.result.get("best"):
-            c.result["profile"] = profile_best(c, l2)
-        best = c.result.get("best")
-        got = f"{best['ms']:.4f} ms" if best else "FAILED"
-        print(f"{c.family} {c.name}: {got} ({time.perf_counter() - t0:.0f}s)", flush=True)
+
+    def write() -> None:
         Path(args.out).write_text(
             json.dumps(
                 {
@@ -750,6 +858,21 @@ def main() -> int:
                 default=str,
             )
         )
+
+    if args.space:
+        selected = space_order(selected)
+        print("space order: " + ", ".join(f"{c.name} ({len(c.policies)})" for c in selected))
+        run_spaces(selected, l2, deadline, args.workers, write, args.profile)
+    for c in selected if not args.space else []:
+        t0 = time.perf_counter()
+        c.result = run_case(c, l2, rep_ms=40 if args.quick else 100)
+        if args.profile and c.result.get("best"):
+            c.result["profile"] = profile_best(c, l2)
+        best = c.result.get("best")
+        got = f"{best['ms']:.4f} ms" if best else "FAILED"
+        print(f"{c.family} {c.name}: {got} ({time.perf_counter() - t0:.0f}s)", flush=True)
+        write()
+    write()
     summary = {}
     for fam in fams:
         ratios = []

@@ -74,6 +74,7 @@ class Oracle:
     ):
         self.label, self.ms, self.best = label, ms, best
         self.known = known  # a recording: the policies it holds (failed ones too)
+        self.why: Callable[[Any], str] | None = None  # a recording: what failed, as recorded
         self.points = points  # how many of the space's policies it answers for
         self.calls = 0
 
@@ -129,7 +130,8 @@ def run_planner(name: str, ctx: dict[str, Any], oracle: Oracle, budget: int, see
         ms = oracle(cand.policy)
         res = CandidateResult(candidate=cand, index=len(found))
         if ms is None or not math.isfinite(ms):
-            res.failure = "timing: unmeasured or failed"
+            why = oracle.why(cand.policy) if oracle.why else ""
+            res.failure = f"compile: {why}" if why else "timing: unmeasured or failed"
         else:
             res.timing = TimingReport(ms=ms, estimated=oracle.label == "ESTIMATE")
             res.reward = 1.0
@@ -198,14 +200,38 @@ def measured_oracle(case_json: dict[str, Any]) -> Oracle:
         for t in case_json["tried"]
         if t.get("ms") or not str(t.get("error", "")).startswith("not timed")
     }
+    errors = {
+        key_of(t["policy"]): str(t.get("error") or (t.get("check") or {}).get("why") or "")
+        for t in case_json["tried"]
+        if not t.get("ms")
+    }
     best = min(table.values())
-    return Oracle(
+    oracle = Oracle(
         "MEASURED",
         lambda policy: table.get(policy_key(policy)),
         best,
         lambda policy: policy_key(policy) in held,
         len(held),
     )
+    oracle.why = lambda policy: errors.get(policy_key(policy), "")[:300]
+    return oracle
+
+
+def load_measured(paths: list[Path]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """({case name: its recording}, {file: its run's meta}): per case the recording with
+    the most timed policies (a later run may have covered more of a space than an earlier
+    one; on a tie the later file)."""
+    measured: dict[str, Any] = {}
+    metas: dict[str, Any] = {}
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        metas[Path(path).name] = data.get("meta")
+        for c in data["cases"]:
+            timed = sum(1 for t in c["tried"] if t.get("ms"))
+            old = measured.get(c["name"])
+            if timed and (old is None or timed >= sum(1 for t in old["tried"] if t.get("ms"))):
+                measured[c["name"]] = c
+    return measured, metas
 
 
 def refit_without(case_name: str) -> Callable[[], None]:
@@ -221,9 +247,9 @@ def refit_without(case_name: str) -> Callable[[], None]:
     names, x = fit.design(records, spec, fams)
     import numpy as np
 
-    w = fit.ridge(x, np.log([r.ms for r in records]))
+    w = fit.fit_weights(names, x, np.log([r.ms for r in records]), [r.case for r in records])
     saved = costmodel.CALIBRATIONS.get("h200")
-    cal = dict(saved or {}, coef=dict(zip(names, map(float, w))))
+    cal = dict(saved or {}, coef=dict(zip(names, map(float, w))), features=fit.VERSION)
     cal.setdefault("families", ["gemm", "attention", "moe"])
     cal.setdefault("error_pct", float("nan"))
     cal.setdefault("spearman", float("nan"))
@@ -297,13 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     measured: dict[str, Any] = {}
     meta: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "budget": args.budget}
     if not args.dry_run:
-        meta["measured_from"] = {}
-        for path in args.measured:
-            data = json.loads(path.read_text())
-            meta["measured_from"][path.name] = data.get("meta")
-            for c in data["cases"]:
-                if any(t.get("ms") for t in c["tried"]):
-                    measured[c["name"]] = c
+        measured, meta["measured_from"] = load_measured(args.measured)
         selected = [c for c in selected if c.name in measured]
         if not selected:
             names = ", ".join(map(str, args.measured)) or "(no file)"

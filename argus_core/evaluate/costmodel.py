@@ -147,8 +147,13 @@ def estimate_time(
     cal = CALIBRATIONS.get(spec.name)
     if cal is None or not math.isfinite(analytic.ms) or family.name not in cal["families"]:
         return analytic
-    feats = features(spec, family, shape, dtype, policy, report, analytic.ms)
-    log_ms = sum(cal["coef"][k] * v for k, v in feats.items())
+    if cal.get("features") == 2:  # the v2 features (argus_core/costmodel/features.py)
+        from argus_core.costmodel.features import features as features_v2
+
+        feats = features_v2(spec, family, shape, dtype, policy, report, analytic.ms)
+    else:
+        feats = features(spec, family, shape, dtype, policy, report, analytic.ms)
+    log_ms = sum(cal["coef"].get(k, 0.0) * v for k, v in feats.items())
     ms = math.exp(log_ms)
     flops, min_bytes = float(family.flops(shape)), float(family.bytes(shape, dtype))
     roofline_s = max(flops / spec.peak(dtype), min_bytes / (spec.hbm_tbps * 1e12))
@@ -159,8 +164,13 @@ def estimate_time(
         tflops=flops / (ms * 1e-3) / 1e12,
         gbps=min_bytes / (ms * 1e-3) / 1e9,
         pct_roofline=100.0 * roofline_s * 1e3 / ms,
-        model=f"{CALIBRATED} {spec.name}: ±{cal['error_pct']:.0f}% (held-out median error), "
-        f"Spearman {cal['spearman']:.2f} on held-out candidates",
+        model=f"{CALIBRATED} {spec.name}: ±{cal['error_pct']:.0f}% (held-out median error"
+        + (
+            f"; ±{cal['error_pct_new_shape']:.0f}% on a shape it was not fitted on"
+            if cal.get("error_pct_new_shape") is not None
+            else ""
+        )
+        + f"), Spearman {cal['spearman']:.2f} on held-out candidates",
     )
 
 

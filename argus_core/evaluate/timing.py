@@ -8,6 +8,10 @@ wrong answer at the timed shape is never timed, and every set's outputs are pois
 before the timed runs and checked after them (a kernel right on its first call and wrong,
 or lazy, on later ones fails). `above_roofline` says when a time is faster than the
 device can be (the pipeline then holds the result back as `suspicious`).
+
+`prepare` builds one case's input sets and references once for many policies
+(`measure(..., prepared=)`, what `benchmarks/gpu_bench.py --space` does): the fp32
+reference then runs once per case, not once per policy.
 """
 
 from __future__ import annotations
@@ -51,6 +55,86 @@ def bench(fn: Callable[[], Any], warmup_ms: float, rep_ms: float) -> float:
     return float(ms)
 
 
+class Prepared:
+    """A case's input sets and references, built once and reused by every policy timed at
+    that case (`measure(..., prepared=)`): recording a policy space then builds the inputs
+    and runs the (slow, fp32) PyTorch reference once per case instead of once per policy.
+
+    Each input tensor's fingerprint (its sum in fp64) is taken when built; `measure` checks
+    it after every use, and a kernel that wrote into its inputs makes the sets be built
+    anew before the next policy (so one bad kernel cannot fail the correct ones after it)."""
+
+    def __init__(
+        self,
+        family: Any,
+        shape: dict[str, int],
+        dtype: str,
+        seed: int,
+        l2_bytes: int,
+        device: str = "cuda",
+    ):
+        self.family, self.shape, self.dtype, self.seed = family, dict(shape), dtype, seed
+        self.l2_bytes, self.device = int(l2_bytes), device
+        self.builds = 0  # how many times the sets were built (1 unless inputs were written)
+        self.sets: list[dict[str, Any]] = []
+        self.expected: list[dict[str, Any]] = []
+        self.prints: list[dict[str, float]] = []
+        self.baselines: dict[str, float] | None = None  # timed once, with the first policy
+        self.baseline_errors: dict[str, str] = {}
+        self.build()
+
+    def build(self) -> None:
+        family, shape, dtype, seed = self.family, self.shape, self.dtype, self.seed
+        first = family.make_inputs(shape, dtype, seed, self.device)
+        n = max(1, min(MAX_SETS, math.ceil(3 * self.l2_bytes / max(1, _nbytes(first)))))
+        self.sets = [first] + [
+            family.make_inputs(shape, dtype, seed + i, self.device) for i in range(1, n)
+        ]
+        # references first: a kernel that writes into its inputs cannot change them
+        self.expected = [family.reference(s) for s in self.sets]
+        self.prints = [self._fingerprint(s) for s in self.sets]
+        self.builds += 1
+
+    def _fingerprint(self, inputs: dict[str, Any]) -> dict[str, float]:
+        import torch
+
+        outs = set(self.family.outputs)
+        return {
+            k: float(torch.sum(v, dtype=torch.float64))
+            for k, v in inputs.items()
+            if k not in outs and hasattr(v, "numel") and v.numel() and v.is_floating_point()
+        }
+
+    def inputs_changed(self) -> str:
+        """The first input a kernel wrote into ("set i: name"), or ""."""
+        for i, (s, fp) in enumerate(zip(self.sets, self.prints)):
+            now = self._fingerprint(s)
+            for k, v in fp.items():
+                if now.get(k) != v and not (math.isnan(v) and math.isnan(now.get(k, 0.0))):
+                    return f"set {i}: {k}"
+        return ""
+
+    def matches(self, shape: dict[str, int], dtype: str, seed: int, device: str) -> bool:
+        return (dict(shape), dtype, seed, device) == (
+            self.shape,
+            self.dtype,
+            self.seed,
+            self.device,
+        )
+
+
+def prepare(
+    family: Any,
+    shape: dict[str, int],
+    dtype: str,
+    seed: int,
+    l2_bytes: int,
+    device: str = "cuda",
+) -> Prepared:
+    """The input sets and references of one case, for `measure(..., prepared=)`."""
+    return Prepared(family, shape, dtype, seed, l2_bytes, device)
+
+
 def measure(
     family: Any,
     run_on: Callable[[dict[str, Any]], None],
@@ -62,6 +146,7 @@ def measure(
     rep_ms: float = 100,
     with_baselines: bool = True,
     device: str = "cuda",
+    prepared: Prepared | None = None,
 ) -> dict[str, Any]:
     """Time `run_on(inputs)` and (unless `with_baselines` is False) each of
     `family.baselines(inputs)` at `shape`.
@@ -71,12 +156,43 @@ def measure(
     shape, before the timed runs or after them (every set's outputs are poisoned before
     them and compared after, so each holds what its last timed call wrote). `device` is
     where the inputs live ("cuda"; "cpu" only for tests of this logic with a CPU `bench`).
+
+    `prepared` (from `prepare` at the same shape, dtype, seed and device) supplies the input
+    sets and references instead of building them, and keeps the baselines: they are timed
+    with the first policy that asks for them and returned as they were for the rest. A
+    kernel that wrote into its inputs is reported (`"wrote_inputs"`) and the sets are built
+    anew.
     """
-    first = family.make_inputs(shape, dtype, seed, device)
-    n = max(1, min(MAX_SETS, math.ceil(3 * l2_bytes / max(1, _nbytes(first)))))
-    sets = [first] + [family.make_inputs(shape, dtype, seed + i, device) for i in range(1, n)]
-    # references first: a kernel that writes into its inputs cannot change them
-    expected = [family.reference(s) for s in sets]
+    if prepared is not None and not prepared.matches(shape, dtype, seed, device):
+        raise ValueError(
+            f"prepared inputs are for shape {prepared.shape}, dtype {prepared.dtype}, seed "
+            f"{prepared.seed}, device {prepared.device}; measure was asked for shape "
+            f"{dict(shape)}, dtype {dtype}, seed {seed}, device {device}"
+        )
+    own = prepared or Prepared(family, shape, dtype, seed, l2_bytes, device)
+    out = _measure(
+        family, run_on, shape, dtype, own, warmup_ms, rep_ms, with_baselines, prepared is None
+    )
+    if prepared is not None:
+        wrote = prepared.inputs_changed()
+        if wrote:
+            out["wrote_inputs"] = wrote
+            prepared.build()
+    return out
+
+
+def _measure(
+    family: Any,
+    run_on: Callable[[dict[str, Any]], None],
+    shape: dict[str, int],
+    dtype: str,
+    prep: Prepared,
+    warmup_ms: float,
+    rep_ms: float,
+    with_baselines: bool,
+    free_expected: bool = False,
+) -> dict[str, Any]:
+    sets, expected, n, device = prep.sets, prep.expected, len(prep.sets), prep.device
     atol, rtol = family.tolerance(dtype)
 
     def wrong(when: str) -> str:
@@ -105,17 +221,22 @@ def measure(
     why = wrong("re-checked after the timed runs")
     if why:
         return {"ms": None, "check": {"ok": False, "why": why}, "sets": n}
-    expected.clear()  # the baselines' memory
     baselines: dict[str, float] = {}
     errors: dict[str, str] = {}
-    per_set = [family.baselines(s) for s in sets] if with_baselines else [{}]
-    for name in per_set[0]:
-        try:
-            fns = [b[name] for b in per_set]
-            rot = itertools.cycle(fns)
-            baselines[name] = bench(lambda rot=rot: next(rot)(), warmup_ms, rep_ms)
-        except Exception as exc:  # a library path missing on this machine is reported, not fatal
-            errors[name] = f"{type(exc).__name__}: {exc}"[:300]
+    if with_baselines and prep.baselines is not None:
+        baselines, errors = dict(prep.baselines), dict(prep.baseline_errors)
+    elif with_baselines:
+        if free_expected:
+            expected.clear()  # the baselines' memory (sets that are not kept for reuse)
+        per_set = [family.baselines(s) for s in sets]
+        for name in per_set[0]:
+            try:
+                fns = [b[name] for b in per_set]
+                rot = itertools.cycle(fns)
+                baselines[name] = bench(lambda rot=rot: next(rot)(), warmup_ms, rep_ms)
+            except Exception as exc:  # a library path missing here is reported, not fatal
+                errors[name] = f"{type(exc).__name__}: {exc}"[:300]
+        prep.baselines, prep.baseline_errors = dict(baselines), dict(errors)
     flops, nbytes = family.flops(shape), family.bytes(shape, dtype)
     return {
         "ms": ms,
@@ -126,7 +247,7 @@ def measure(
         "bytes": nbytes,
         "tflops": flops / ms / 1e9,
         "gbps": nbytes / ms / 1e6,
-        "l2_bytes": int(l2_bytes),
+        "l2_bytes": int(prep.l2_bytes),
         "check": {"ok": True, "why": ""},
     }
 

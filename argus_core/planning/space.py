@@ -19,7 +19,8 @@ derived (docs/planners.md, "The policy space"):
   spills), and, on a target whose matrix instruction is a warpgroup MMA (Hopper's wgmma:
   m64 per warpgroup of 4 warps), at least 16 tile rows per warp and all `num_stages`
   buffers of the pipelined tiles in shared memory (Hopper's pipeliner keeps every stage;
-  GEMM's (BM + BN) x BK per stage, or the family's `pipelined_smem`).
+  GEMM's (BM + BN) x BK per stage, or the family's `pipelined_smem`; MoE's and the TMA
+  store's as measured: `pipelined_smem` below).
 
 Everything here is plain data and arithmetic: no compile, no GPU, no KB. The planners
 (`actions.ActionSpace`) move within this space; `benchmarks/planner_bench.py` enumerates it.
@@ -40,6 +41,40 @@ SMALLEST_SHARE = 4  # no tile below a quarter of the extent (rounded up to a pow
 ACC_SHARE = 4  # the accumulator may take at most regs_per_lane / ACC_SHARE registers
 # lowering options a backend declares as on/off switches: offered as 0 and 1
 SWITCHES = ("tma", "persistent", "warp_specialize")
+
+
+# bytes Hopper allocates beside the tiles with TMA: mbarriers and descriptors (measured on
+# the H200: 24 to 1536 bytes over the tiles' figure)
+TMA_EXTRA_BYTES = 2048
+
+
+def pipelined_smem(family: Any, tiles: dict[str, int], compiler: dict[str, Any]) -> int | None:
+    """Shared memory (bytes, 16-bit tiles) a policy's pipelined main loop allocates on
+    Hopper with Triton 3.6, as measured on the H200 (`benchmarks/results/*-h200-space*`):
+
+    - the family's own rule (`family.pipelined_smem`: attention's Q once, K and V per
+      stage), else GEMM's (BM + BN) x BK per stage; MoE's grouped GEMMs (the up
+      projection reads the gate and up tiles of w1: BM + 2 BN rows) keep stages - 1
+      buffers: (BM + 2 BN) x BK x (stages - 1), 278528 bytes at BM 16, BN 128, BK 256,
+      3 stages;
+    - with `tma` and `persistent` the output tile is staged for its TMA store while the
+      next tile's loop runs: BM x BN more (attention: BM x HEAD_D), plus
+      `TMA_EXTRA_BYTES` (a 128x256x64 GEMM at 3 stages: 213016 bytes).
+    None without the tiles to say."""
+    stages = int(compiler.get("num_stages", 2))
+    smem = family.pipelined_smem(dict(tiles), stages, 2) if family is not None else None
+    name = getattr(family, "name", "")
+    if smem is None and all(k in tiles for k in ("BM", "BN", "BK")):
+        if name == "moe":
+            smem = max(1, stages - 1) * (tiles["BM"] + 2 * tiles["BN"]) * tiles["BK"] * 2
+        else:
+            smem = stages * (tiles["BM"] + tiles["BN"]) * tiles["BK"] * 2
+    if smem is None:
+        return None
+    if compiler.get("tma") and compiler.get("persistent") and name in ("gemm", "attention"):
+        cols = tiles.get("HEAD_D", tiles.get("BN", 0)) if name == "attention" else tiles["BN"]
+        smem += tiles["BM"] * cols * 2 + TMA_EXTRA_BYTES
+    return smem
 
 
 def _pow2_ceil(n: int) -> int:
@@ -89,9 +124,7 @@ class PolicySpace:
             stages = int(c.get("num_stages", 2))
             # Hopper's pipeliner keeps all num_stages buffers in shared memory (measured:
             # a 128x256x64 GEMM at 3 stages allocates 147456 bytes)
-            smem = self.family.pipelined_smem(dict(t), stages, 2) if self.family else None
-            if smem is None and "BK" in t:
-                smem = stages * (t["BM"] + t["BN"]) * t["BK"] * 2
+            smem = pipelined_smem(self.family, dict(t), c)
             if wgmma and smem is not None and smem > self.spec.lds_bytes_per_cu:
                 return (
                     f"{stages} pipelined stages of {dict(t)} need {smem} bytes of 16-bit "

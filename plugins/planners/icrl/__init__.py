@@ -28,7 +28,7 @@ from argus_core.planning.actions import (
     planner_options,
     specificity,
 )
-from argus_core.planning.space import SWITCHES
+from argus_core.planning.space import SWITCHES, pipelined_smem
 from argus_core.types import Candidate, CandidateResult, Policy
 from argus_plugins.planners.icrl.llm import NEW, REPAIR, LLMPolicy
 from argus_plugins.planners.icrl.values import DEFAULT_PATH, ValueTable
@@ -45,6 +45,8 @@ OPTIONS: dict[str, Any] = {
 }
 STRATEGY = "ucb1"
 MODEL_ARM = "cost_model"  # the pseudo-technique: the space's next policy by estimated time
+CORRECTION_RIDGE = 0.5  # how far a few measurements move the model's per-value shifts
+KB_TRUST = 0.93  # a KB technique's action goes first within 7% (the model's median error)
 
 
 def bandit_reward(result: CandidateResult, parent_ms: float | None) -> float:
@@ -63,6 +65,27 @@ def bandit_reward(result: CandidateResult, parent_ms: float | None) -> float:
     if parent_ms is None or not math.isfinite(parent_ms):
         return float(result.reward) if result.reward is not None else 1.0
     return parent_ms / ms
+
+
+RESOURCE_FAILURES = ("out of resource", "outofresources", "shared memory")
+
+
+def out_of_resources(failure: str | None) -> bool:
+    """A failure that says the policy needed more shared memory (or another per-block
+    resource) than the target has: its tiles and stages, not a lowering option, failed."""
+    text = (failure or "").lower()
+    return any(k in text for k in RESOURCE_FAILURES)
+
+
+def smem_need(family: Any, policy: Policy) -> int | None:
+    """Shared memory a policy's pipeline holds (`argus_core.planning.space.pipelined_smem`),
+    None without the tiles to say."""
+    return pipelined_smem(family, dict(policy.tiles), dict(policy.compiler))
+
+
+def _tile_of(policy: Policy) -> tuple:
+    """What a policy's tile is: its tile constants and warps (not stages or switches)."""
+    return (tuple(sorted(policy.tiles.items())), policy.compiler.get("num_warps"))
 
 
 def _switched_on(policy: Policy) -> set[str]:
@@ -89,8 +112,11 @@ class IcrlSession:
         # (the space's best estimate) and, within the technique UCB1 chose, the action
         self.estimate = estimate
         self.measured: list[tuple[Policy, float]] = []  # (policy, measured ms / estimated ms)
+        self._shift_cache: tuple[int, dict[Any, float]] | None = None
         # per on/off lowering option switched on: [candidates ok, candidates failed]
         self.switch_outcomes: dict[str, list[int]] = {}
+        # the least shared memory (`smem_need`) of a policy that ran out of resources
+        self.smem_failed: int | None = None
         self.dtype = dtype
         self.profile: dict[str, Any] | None = None  # the last timed candidate's feedback
         self.llm, self.llm_every = llm, llm_every
@@ -100,6 +126,8 @@ class IcrlSession:
         self.best_policy: Policy = self._start()
         self.best: CandidateResult | None = None
         self.proposed: set[str] = set()  # policy keys, never proposed twice
+        self.proposed_policies: list[Policy] = []
+        self.last_explore, self.last_improved = True, False  # the structured step's sides
         self.pending: dict[str, tuple[str | None, float | None]] = {}  # id -> (arm, parent ms)
         self.count = 0
         self.step = 0
@@ -122,19 +150,109 @@ class IcrlSession:
         return ms if math.isfinite(ms) else math.inf
 
     def _corrected(self, policy: Policy) -> float:
-        """The cost model's time corrected by what this run measured: times the measured/
-        estimated ratio of the measured policies that share the most values with it."""
+        """The cost model's time corrected by what this run measured: log(measured /
+        estimated) of the timed policies, fitted as a mean plus one shift per value a
+        policy sets (ridge regression toward no shift, `CORRECTION_RIDGE`), applied to
+        `policy`'s values. A value that measured slower than the model said makes every
+        policy that sets it slower too (persistent on a weight stream, stages past the
+        K loop's need), where the plain nearest-neighbour ratio moved only the neighbours."""
         ms = self._ms(policy)
         if not self.measured or not math.isfinite(ms):
             return ms
+        shift = self._shifts()
         names = {**policy.tiles, **policy.compiler}
+        total = shift.get(None, 0.0) + sum(shift.get((k, v), 0.0) for k, v in names.items())
+        return ms * math.exp(total)
 
-        def shared(p: Policy) -> int:
-            return sum(1 for k, v in {**p.tiles, **p.compiler}.items() if names.get(k) == v)
+    def _shifts(self) -> dict[Any, float]:
+        """{None: mean log ratio, (name, value): shift} fitted on `self.measured` (cached
+        per number of measurements)."""
+        if self._shift_cache is not None and self._shift_cache[0] == len(self.measured):
+            return self._shift_cache[1]
+        rows = [({**p.tiles, **p.compiler}, math.log(r)) for p, r in self.measured if r > 0]
+        mean = sum(r for _, r in rows) / len(rows) if rows else 0.0
+        keys = sorted({(k, v) for names, _ in rows for k, v in names.items()}, key=repr)
+        # values every measured policy shares carry no information beyond the mean
+        keys = [kv for kv in keys if not all(kv in names.items() for names, _ in rows)]
+        shift: dict[Any, float] = {None: mean}
+        if keys:
+            import numpy as np
 
-        most = max(shared(p) for p, _ in self.measured)
-        ratios = [r for p, r in self.measured if shared(p) == most]
-        return ms * math.exp(sum(map(math.log, ratios)) / len(ratios))
+            x = np.array([[float(kv in names.items()) for kv in keys] for names, _ in rows])
+            y = np.array([r - mean for _, r in rows])
+            xc = x - x.mean(axis=0)
+            w = np.linalg.solve(xc.T @ xc + CORRECTION_RIDGE * np.eye(len(keys)), xc.T @ y)
+            shift[None] = mean - float(x.mean(axis=0) @ w)
+            shift.update({kv: float(v) for kv, v in zip(keys, w)})
+        self._shift_cache = (len(self.measured), shift)
+        return shift
+
+    def _score(self, arm: str, policy: Policy) -> float:
+        """The corrected estimate, discounted by `KB_TRUST` for a KB technique's action:
+        where the model cannot tell two policies apart (within its error), the KB's advice
+        goes first (on the H200 GEMMs it names 128x256x64, 8 warps, the best tile of all
+        four large shapes, which the model refitted without the shape ranks 2nd to 14th)."""
+        ms = self._corrected(policy)
+        kb = arm in self.space.techniques
+        return ms * KB_TRUST if kb else ms
+
+    def _structured(self, pool: list[tuple[str, Action, Policy]]) -> list:
+        """The step's pool: a **new tile** (tile constants and warps no earlier candidate
+        had: the model's best policy of each such tile joins the pool) or the **best
+        tile's options** (stages and the lowering switches, which interact too strongly
+        for the model to settle: every unproposed policy of the best measured tile joins).
+        After a step that found a new best, its options; otherwise the other side than
+        the last step's. [] when the side has nothing to offer (the caller then takes the
+        whole pool)."""
+        if self.space.policy_space is None or self.best is None:
+            return []
+        tried = {_tile_of(q) for q in self.proposed_policies}
+        best_tile = _tile_of(self.best_policy)
+        points = [
+            q
+            for q in self.space.policy_space.points()
+            if q.key() not in self.proposed and self.space.valid(q) and not self._too_big(q)
+        ]
+        dead = {k for k, (ok, bad) in self.switch_outcomes.items() if bad and not ok}
+        points = [q for q in points if not dead & _switched_on(q)] or points
+        # a step that found a new best is followed by its tile's options; otherwise the
+        # side alternates (a new tile, then the best tile's options, ...)
+        explore = not self.last_improved and not self.last_explore
+        self.last_explore = explore
+        if explore:
+            side = [t for t in pool if _tile_of(t[2]) not in tried]
+            per_tile: dict[Any, Policy] = {}
+            for q in points:
+                tile = _tile_of(q)
+                if tile in tried:
+                    continue
+                if tile not in per_tile or self._corrected(q) < self._corrected(per_tile[tile]):
+                    per_tile[tile] = q
+            extra = list(per_tile.values())
+        else:
+            side = [t for t in pool if _tile_of(t[2]) == best_tile]
+            extra = [q for q in points if _tile_of(q) == best_tile]
+        keys = {t[2].key() for t in side}
+        for q in extra:
+            if q.key() not in keys:
+                side.append((MODEL_ARM, self._model_action(q), q))
+        return side
+
+    def _model_action(self, p: Policy) -> Action:
+        """An action of the MODEL_ARM setting every value of `p` from the best policy."""
+        drop = tuple(
+            n
+            for n in (*self.best_policy.tiles, *self.best_policy.compiler)
+            if n not in p.tiles and n not in p.compiler
+        )
+        return Action(MODEL_ARM, tuple(p.tiles.items()), tuple(p.compiler.items()), drop)
+
+    def _too_big(self, policy: Policy) -> bool:
+        """Needs at least the shared memory of a policy that ran out of it (this run)."""
+        if self.smem_failed is None:
+            return False
+        need = smem_need(self.family, policy)
+        return need is not None and need >= self.smem_failed
 
     def _model_options(self, k: int = 3) -> list[tuple[Action, Policy]]:
         """The `k` unproposed policies of the derived space of least estimated time, as
@@ -188,14 +306,20 @@ class IcrlSession:
             # failed on this kernel so far (Triton cannot specialize warps of every loop)
             dead = {k for k, (ok, bad) in self.switch_outcomes.items() if bad and not ok}
             kept = {
-                a: [(act, p) for act, p in acts if not dead & _switched_on(p)]
+                a: [
+                    (act, p)
+                    for act, p in acts
+                    if not dead & _switched_on(p) and not self._too_big(p)
+                ]
                 for a, acts in options.items()
             }
             options = {a: acts for a, acts in kept.items() if acts} or options
             order = {a: i for i, a in enumerate(self._ucb_order(list(options)))}
+            pool = [(a, act, p) for a, acts in options.items() for act, p in acts]
+            pool = self._structured(pool) or pool
             arm, action, policy = min(
-                ((a, act, p) for a, acts in options.items() for act, p in acts),
-                key=lambda t: (self._corrected(t[2]), order[t[0]]),
+                pool,
+                key=lambda t: (self._score(t[0], t[2]), order.get(t[0], len(order))),
             )
             return [self._candidate(policy, action)]
         arm = self.table.choose(list(options), self.rng, self.prior)
@@ -244,6 +368,7 @@ class IcrlSession:
             # the best kernel is the LLM's: tune its policy, parsed in the sandbox too
             cand.source, cand.origin = self.best.candidate.source, "llm"
         self.proposed.add(policy.key())
+        self.proposed_policies.append(policy)
         parent_ms = self.best.timing.ms if self.best is not None and self.best.timing else None
         self.pending[cand.id] = (action.technique if action else None, parent_ms)
         return cand
@@ -278,6 +403,13 @@ class IcrlSession:
         }
         ms = result.timing.ms if result.ok and result.timing is not None else None
         on = [k for k in SWITCHES if k in _switched_on(result.candidate.policy)]
+        if not result.ok and out_of_resources(result.failure):
+            # the policy's tiles and stages did not fit, whatever its switches: never again
+            # a policy of this kernel that needs at least as much shared memory
+            need = smem_need(self.family, result.candidate.policy)
+            if need is not None:
+                self.smem_failed = min(self.smem_failed or need, need)
+            on = []
         for name in on if result.ok else on[-1:]:
             # a failure is blamed on the last switch it turns on: the one that depends on
             # the others (warp_specialize needs tma)
@@ -286,9 +418,11 @@ class IcrlSession:
             est = self._ms(result.candidate.policy)
             if math.isfinite(est) and est > 0:
                 self.measured.append((result.candidate.policy, ms / est))
+        self.last_improved = False
         if ms is not None and math.isfinite(ms):
             if self.best is None or ms < self.best.timing.ms:  # type: ignore[union-attr]
                 self.best, self.best_policy = result, result.candidate.policy
+                self.last_improved = True
 
     def _feedback(self, result: CandidateResult) -> dict[str, Any] | None:
         """Profiler feedback of a timed result (`argus_core.evaluate.profile.feedback`):

@@ -1,13 +1,17 @@
 """The LLM path of `planner=icrl`: the model writes DSL kernels and repairs failed ones.
 
 `LLMPolicy` builds the prompt (the DSL's rules and the family's own kernel as the example;
-the task, the best candidate so far with its report, the episode history with rewards,
-the KB techniques for this family and target), asks for one fenced python block, and
+the task, the data-flow specification derived from the family's PyTorch reference
+(issue #19: what each output element reads, in `argus_core.spec.prompt`'s compact form),
+the best candidate so far with its report, the episode history with rewards, the KB
+techniques for this family and target with the invariants each must preserve), asks for one fenced python block, and
 turns the reply into a `Candidate(origin="llm")` under the best policy so far. A failed
 candidate goes back in a repair request, within `repair_budget` repairs per lineage: a
 violated one with its counterexamples verbatim (`verify.summary` and the JSON), one that
 failed to parse or trace, lower, compile or compute the right values with that error (and
-its largest errors against the reference). The reply's code is never run here:
+its largest errors against the reference). A counterexample of an invariant synthesized
+from the reference (`assertion == "synth_dataflow"`) is restated against the specification
+and counted per invariant (`caught`, the run's `synth_caught` metrics). The reply's code is never run here:
 the pipeline parses `origin="llm"` candidates through `argus_core.sandbox`.
 """
 
@@ -23,6 +27,7 @@ from typing import Any
 from argus_core import kb
 from argus_core.llm import LLMBudgetExceeded, LLMError, save_transcript
 from argus_core.sandbox import SAFE_BUILTINS, truncate
+from argus_core.spec.prompt import family_spec_lines
 from argus_core.types import Candidate, CandidateResult, Policy
 
 NEW = "llm"  # the technique an LLM-written candidate carries
@@ -97,6 +102,21 @@ def extract_code(text: str | None) -> str | None:
     return (kernels or blocks)[0].strip() + "\n"
 
 
+def synth_violations(result: CandidateResult) -> list[dict[str, Any]]:
+    """The counterexamples of invariants synthesized from the reference (issue #19)."""
+    if result.verify.status != "violated":
+        return []
+    return [c for c in result.verify.counterexamples if c.get("assertion") == "synth_dataflow"]
+
+
+def invariant_key(cex: dict[str, Any]) -> str:
+    """The synthesized invariant a counterexample violates, by the spec's read it pins:
+    `k[o0, o1 // (HQ // HKV), k1, k0]` (from the message's parenthesis), else its text."""
+    from argus_core.spec.caught import invariant_of
+
+    return invariant_of(cex)
+
+
 def report_line(result: CandidateResult) -> str:
     """'verified yes, correct yes, 0.2220 ms (estimated), registers 68, spills 0' or the
     failure: what the prompt says about one candidate."""
@@ -137,6 +157,7 @@ class LLMPolicy:
     dtype: str
     repair_budget: int = 2
     techniques: list[str] = field(default_factory=list)  # KB summaries for the prompt
+    spec: list[str] = field(default_factory=list)  # the reference's data flow (spec lines)
     transcript_dir: Path | None = None
     stopped: str | None = None  # why the LLM is no longer asked (its budget is spent)
     requests: int = 0
@@ -144,6 +165,8 @@ class LLMPolicy:
     malformed: int = 0
     lineage: dict[str, str] = field(default_factory=dict)  # candidate -> its first LLM ancestor
     repairs_used: dict[str, int] = field(default_factory=dict)  # lineage root -> repairs
+    # synthesized invariant (the spec's read it pins) -> LLM candidates it caught
+    caught: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def from_ctx(cls, ctx: dict[str, Any], repair_budget: int) -> LLMPolicy:
@@ -164,6 +187,7 @@ class LLMPolicy:
             dtype=str(kcfg.get("dtype", "")),
             repair_budget=repair_budget,
             techniques=[t.summary() for t in found],
+            spec=family_spec_lines(family),
             transcript_dir=run_directory(),
         )
 
@@ -193,6 +217,15 @@ class LLMPolicy:
             lines += [
                 f"Best candidate so far: {best.candidate.id} ({report_line(best)})",
                 f"```python\n{best.candidate.source.rstrip()}\n```",
+                "",
+            ]
+        if self.spec:
+            lines += [
+                "Data-flow specification, derived from the PyTorch reference: what output "
+                "element (o0, o1, ...) reads. Every candidate must keep it; the verifier "
+                "synthesizes invariants from it and proves them on the kernel (a load of "
+                "the wrong batch, head, expert or key block is a counterexample):",
+                *self.spec,
                 "",
             ]
         lines.append("Episode history (candidate, technique, reward; reward = speedup over")
@@ -228,10 +261,19 @@ class LLMPolicy:
         source = f"```python\n{violated.candidate.source.rstrip()}\n```\n"
         if v.status == "violated":
             cex = json.dumps(v.counterexamples, indent=2, default=str)
+            synth = synth_violations(violated)
+            spec_note = "".join(
+                f"It violates the invariant `{invariant_key(c)}` synthesized from the "
+                f"PyTorch reference: {c.get('message') or c.get('text')}\n"
+                for c in synth[:3]
+            )
+            if synth and self.spec:
+                spec_note += "The specification it must follow:\n" + "\n".join(self.spec) + "\n"
             ask = (
                 f"Your candidate {violated.candidate.id} FAILED verification. Its source:\n"
                 f"{source}"
                 f"Counterexample:\n{v.summary}\n"
+                f"{spec_note}"
                 f"Counterexamples (JSON):\n```json\n{cex}\n```\n"
                 "Repair the kernel so that this invariant holds; change only what the "
                 "counterexample points at. Answer with the complete corrected module."
@@ -280,7 +322,13 @@ class LLMPolicy:
         """True for a failed LLM candidate (violated, or failed to parse, lower, compile or
         check correct) whose lineage has repairs left."""
         cid = result.candidate.id
-        if cid not in self.lineage or not self.active:
+        if cid not in self.lineage:
+            return False
+        for c in synth_violations(result):  # the planner's record of what the spec caught
+            key = invariant_key(c)
+            if cid not in self.caught.setdefault(key, []):
+                self.caught[key].append(cid)
+        if not self.active:
             return False
         if result.verify.status != "violated" and failure_stage(result) not in REPAIRABLE:
             return False
@@ -366,4 +414,7 @@ class LLMPolicy:
             "malformed": self.malformed,
             "active": int(self.active),
             "stopped": self.stopped,
+            # candidates the synthesized invariants caught, and the invariants that did
+            "synth_caught": len({c for ids in self.caught.values() for c in ids}),
+            "synth_invariants": len(self.caught),
         }

@@ -1,0 +1,108 @@
+"""icrl with the cost model: a failure for lack of shared memory is the policy's, not its
+lowering switch's; the steps alternate between a new tile and the best tile's options; the
+correction learned from this run's measurements shifts every policy that shares a value."""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from argus_core.planning.space import pipelined_smem
+from argus_core.types import CandidateResult, Policy, TimingReport
+from argus_plugins.planners.icrl import (
+    KB_TRUST,
+    IcrlPlanner,
+    _tile_of,
+    out_of_resources,
+    smem_need,
+)
+
+SMEM = "compile: OutOfResources: out of resource: shared memory, Required: 262176, Hardware limit: 232448"
+
+
+def _session(planner_ctx, tmp_path):
+    ctx = planner_ctx("+kernel=gemm", "backend=h200")
+    opts = {"values_path": str(tmp_path / "v.json"), "learn": False}
+    return IcrlPlanner().create(OmegaConf.create({"name": "icrl", "options": opts}), ctx), ctx
+
+
+def _timed(cand, ms):
+    res = CandidateResult(candidate=cand, index=0)
+    res.timing, res.reward = TimingReport(ms=ms, estimated=False), 1.0
+    return res
+
+
+def _failed(cand, why):
+    res = CandidateResult(candidate=cand, index=0)
+    res.failure, res.reward = why, -0.5
+    return res
+
+
+def test_out_of_resources_is_recognized():
+    assert out_of_resources(SMEM)
+    assert not out_of_resources("compile: RuntimeError: PassManager::run failed")
+    assert not out_of_resources(None)
+
+
+def test_a_shared_memory_failure_bans_bigger_policies_not_the_switch(planner_ctx, tmp_path):
+    session, ctx = _session(planner_ctx, tmp_path)
+    (first,) = session.propose(1)
+    on = {k for k in ("tma", "persistent", "warp_specialize") if first.policy.compiler.get(k)}
+    session.observe(_failed(first, SMEM))
+    need = smem_need(ctx["family"], first.policy)
+    assert need is not None and session.smem_failed == need
+    assert all(session.switch_outcomes.get(k, [0, 0])[1] == 0 for k in on)  # not blamed
+    for _ in range(4):
+        (cand,) = session.propose(1)
+        assert smem_need(ctx["family"], cand.policy) < need  # never as big again
+        session.observe(_timed(cand, 1.0))
+
+
+def test_a_switch_failure_is_still_blamed_on_the_switch(planner_ctx, tmp_path):
+    session, _ = _session(planner_ctx, tmp_path)
+    (first,) = session.propose(1)
+    first.policy.compiler["warp_specialize"] = 1
+    first.policy.compiler["tma"] = 1
+    session.observe(_failed(first, "compile: RuntimeError: PassManager::run failed"))
+    assert session.switch_outcomes["warp_specialize"] == [0, 1]
+    assert session.smem_failed is None
+
+
+def test_steps_alternate_between_a_new_tile_and_the_best_tiles_options(planner_ctx, tmp_path):
+    session, _ = _session(planner_ctx, tmp_path)
+    (first,) = session.propose(1)
+    session.observe(_timed(first, 1.0))  # the start: a new best
+    (second,) = session.propose(1)  # after a new best: the same tile, other options
+    assert _tile_of(second.policy) == _tile_of(first.policy)
+    assert second.policy.key() != first.policy.key()
+    session.observe(_timed(second, 2.0))  # no better
+    (third,) = session.propose(1)  # no gain: a tile no candidate had yet
+    assert _tile_of(third.policy) not in {_tile_of(first.policy), _tile_of(second.policy)}
+    session.observe(_timed(third, 3.0))
+    (fourth,) = session.propose(1)  # no gain again: back to the best tile's options
+    assert _tile_of(fourth.policy) == _tile_of(first.policy)
+
+
+def test_the_correction_shifts_every_policy_sharing_a_slow_value(planner_ctx, tmp_path):
+    session, _ = _session(planner_ctx, tmp_path)
+    base = session.best_policy
+    slow = Policy(dict(base.tiles), {**base.compiler, "persistent": 1})
+    fast = Policy(dict(base.tiles), {**base.compiler, "persistent": 0})
+    est_slow, est_fast = session._ms(slow), session._ms(fast)
+    # measured: persistent=1 twice the model's time, persistent=0 as the model says
+    session.measured += [(slow, 2.0), (fast, 1.0)]
+    other = Policy({**base.tiles, "BK": 128}, {**base.compiler, "persistent": 1})
+    other_off = Policy({**base.tiles, "BK": 128}, {**base.compiler, "persistent": 0})
+    ratio_on = session._corrected(other) / session._ms(other)
+    ratio_off = session._corrected(other_off) / session._ms(other_off)
+    assert ratio_on > ratio_off  # the unmeasured persistent policy is moved up too
+    assert session._corrected(slow) / est_slow > session._corrected(fast) / est_fast
+
+
+def test_a_kb_action_wins_within_the_models_error():
+    assert 0.85 < KB_TRUST < 1.0
+
+
+def test_smem_need_is_the_spaces_rule(planner_ctx):
+    ctx = planner_ctx("+kernel=gemm", "backend=h200")
+    p = Policy({"BM": 128, "BN": 256, "BK": 64, "GROUP": 8}, {"num_stages": 3, "tma": 1})
+    assert smem_need(ctx["family"], p) == pipelined_smem(ctx["family"], p.tiles, p.compiler)
