@@ -2,7 +2,8 @@
 
     python benchmarks/gluon_bench.py              # every case (an H200: a few minutes)
     python benchmarks/gluon_bench.py --quick      # first configs, a few cases, short timing
-    python benchmarks/gluon_bench.py --families attention [--consumers 1,2]
+    python benchmarks/gluon_bench.py --families attention [--consumers 1,2,2o,2p,2op]
+    python benchmarks/gluon_bench.py --families moe   # MoE prefill + decode (Mixtral)
     python benchmarks/gluon_bench.py --pipeline   # also explicit candidates through the
                                                   # pipeline's stages (the family's GPU check)
     python benchmarks/gluon_bench.py --dry-run    # no GPU: verify and cross-compile every
@@ -22,7 +23,15 @@ configuration is reported; the table is printed last; every figure goes to the J
 gpu_bench ones) run the FA3-style kernel (`plugins/kernels/attention/kernel_explicit.py`,
 `c1`: two lockstep warpgroups, `c2`: two independent warpgroup partitions), each checked on
 `o` and `lse` against the attention family's reference before it is timed next to SDPA
-cuDNN and flash. Every configuration timed is first verified (z3) in the same run.
+cuDNN and flash (`2o`: the next S overlapping this softmax, `p`: the two warpgroups taking
+turns issuing their wgmmas). The MoE cases run the whole layer through the MoE family's
+explicit launcher (`plugins/kernels/moe/kernel_explicit.py`: routing, the sync-free
+alignment, the explicit grouped GEMM twice, SiLU·up, the fp32 combine), checked against the
+family's reference by `measure` and timed next to `torch._grouped_mm` and the per-expert
+loop; prefill also reports each stage's time, decode the share of the copy bandwidth
+measured in the same process. Every configuration timed is first verified (z3) in the same
+run; the GPU is warmed up (3 s of matmuls) before the first timing. `--dry-run` also
+cross-compiles the CDNA3 kernels (GEMM, attention at every benchmark case, MoE) for gfx942.
 
 Run on the lent GPU as `bash benchmarks/on_device.sh python benchmarks/gluon_bench.py`.
 """
@@ -88,67 +97,104 @@ def _verify(kernel, consts) -> str:
     return f"{rep.status} ({rep.assertions} obligations, {rep.seconds:.2f}s)"
 
 
-def dry_run(families: frozenset[str] = frozenset({"gemm", "attention"})) -> list[dict[str, Any]]:
+def _static_row(config: str, kernel, consts: dict[str, int], rep) -> dict[str, Any]:
+    """One row of the static report: verification, and the cross-compile's figures (on
+    gfx942 MMA = v_mfma and LOAD = buffer loads, plus VGPRs, occupancy and LDS bytes)."""
+    return {
+        "config": config,
+        "verify": _verify(kernel, consts),
+        "ok": rep.ok,
+        "hgmma": rep.instructions.get("hgmma") if rep.asm_kind == "sass" else rep.mma_count,
+        "utmaldg": rep.instructions.get("utmaldg") if rep.asm_kind == "sass" else rep.buffer_loads,
+        "registers": rep.registers,
+        "spills": rep.spills,
+        "shared": rep.shared_bytes,
+        "occupancy": rep.occupancy,
+        "error": rep.error[-300:],
+        "seconds": round(rep.seconds, 2),
+    }
+
+
+def dry_run(
+    families: frozenset[str] = frozenset({"gemm", "attention", "moe"}),
+) -> list[dict[str, Any]]:
+    """Verify and cross-compile every configuration: sm_90 for the Hopper kernels, gfx942
+    for the CDNA3 ones (GEMM configs, every attention benchmark case, the MoE GEMM)."""
     from argus_plugins.backends.hopper.gluon import compile_explicit
+    from argus_plugins.backends.mi300x.gluon import compile_explicit as compile_cdna3
 
     rows = []
     for warps, fly, consts in GEMM_CONFIGS if "gemm" in families else []:
         k = _kernel(warps, fly)
-        rep = compile_explicit(k, consts)
-        rows.append(
-            {
-                "config": _cfg(warps, fly, consts),
-                "verify": _verify(k, consts),
-                "ok": rep.ok,
-                "hgmma": rep.instructions.get("hgmma"),
-                "utmaldg": rep.instructions.get("utmaldg"),
-                "registers": rep.registers,
-                "spills": rep.spills,
-                "shared": rep.shared_bytes,
-                "error": rep.error[-300:],
-                "seconds": round(rep.seconds, 2),
-            }
-        )
-
+        rows.append(_static_row(_cfg(warps, fly, consts), k, consts, compile_explicit(k, consts)))
     for d, causal in ((128, False), (128, True), (64, False)) if "attention" in families else []:
         for cons, stages, bm, bn in ATTN_CONFIGS[d]:
             k = _abuild(d, causal, cons, stages)
             consts = {"BM": bm, "BN": bn}
-            rep = compile_explicit(k, consts)
-            rows.append(
-                {
-                    "config": f"attn D{d}{' causal' if causal else ''} {_acfg(cons, stages, bm, bn)}",
-                    "verify": _verify(k, consts),
-                    "ok": rep.ok,
-                    "hgmma": rep.instructions.get("hgmma"),
-                    "utmaldg": rep.instructions.get("utmaldg"),
-                    "registers": rep.registers,
-                    "spills": rep.spills,
-                    "shared": rep.shared_bytes,
-                    "error": rep.error[-300:],
-                    "seconds": round(rep.seconds, 2),
-                }
-            )
-    from argus_plugins.backends.mi300x.gluon import compile_explicit as compile_cdna3
+            cfg = f"attn D{d}{' causal' if causal else ''} {_acfg(cons, stages, bm, bn)}"
+            rows.append(_static_row(cfg, k, consts, compile_explicit(k, consts)))
+    for warps, fly, spec in MOE_CONFIGS + MOE_DECODE_CONFIGS if "moe" in families else []:
+        k = _moe_kernel(warps, fly, spec)
+        cfg = "moe " + _moe_cfg(warps, fly, spec)
+        rows.append(_static_row(cfg, k, k.consts, compile_explicit(k, k.consts)))
     from argus_plugins.kernels.gemm.kernel_explicit import build_cdna3
 
     for stages, consts in CDNA3_CONFIGS if "gemm" in families else []:
         k = build_cdna3(stages)
-        rep = compile_cdna3(k, consts)
+        cfg = "gfx942 lds" + str(stages) + " " + _cfg(4, 0, consts).split(" ", 2)[2]
+        rows.append(_static_row(cfg, k, consts, compile_cdna3(k, consts)))
+    if "attention" in families:
+        from argus_plugins.kernels.attention.kernel_explicit import build_cdna3 as attn_cdna3
+
+        for name, shape in ATTN_CASES:  # every benchmark case (its D and causality)
+            k = attn_cdna3(shape["D"], bool(shape["CAUSAL"]))
+            consts = dict(k.consts)
+            cfg = f"gfx942 attn {name} {consts['BM']}x{consts['BN']}"
+            rows.append(_static_row(cfg, k, consts, compile_cdna3(k, consts)))
+    if "moe" in families:
+        from argus_plugins.kernels.moe.kernel_explicit import build_cdna3 as moe_cdna3
+
+        k = moe_cdna3()
+        consts = dict(k.consts)
+        cfg = f"gfx942 moe {consts['BM']}x{consts['BN']}x{consts['BK']}"
+        rows.append(_static_row(cfg, k, consts, compile_cdna3(k, consts)))
+    return rows
+
+
+def _warm_gpu(seconds: float = 3.0) -> None:
+    """Bf16 matmuls for `seconds` before the first timing: the first case timed on an idle
+    GPU ran at low clocks (2026-12-01 11:00 UTC: cuBLAS 8192^3 at 1.62 ms, 1.40 ms when
+    warm), which skews the first ratio."""
+    import torch
+
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    end = time.time() + seconds
+    while time.time() < end:
+        for _ in range(10):
+            a @ a
+        torch.cuda.synchronize()
+    del a
+    torch.cuda.empty_cache()
+
+
+def verify_only(families: frozenset[str]) -> list[dict[str, Any]]:
+    """The GPU run's static step: every configuration it times verified (z3), without the
+    cross-compiles of `dry_run` (the timed kernels are compiled by their launch)."""
+    rows = []
+    for warps, fly, consts in GEMM_CONFIGS if "gemm" in families else []:
         rows.append(
-            {
-                "config": "gfx942 lds" + str(stages) + " " + _cfg(4, 0, consts).split(" ", 2)[2],
-                "verify": _verify(k, consts),
-                "ok": rep.ok,
-                "hgmma": rep.mma_count,  # v_mfma on gfx942
-                "utmaldg": rep.buffer_loads,  # buffer loads on gfx942
-                "registers": rep.registers,
-                "spills": rep.spills,
-                "shared": rep.shared_bytes,
-                "error": rep.error[-300:],
-                "seconds": round(rep.seconds, 2),
-            }
+            {"config": _cfg(warps, fly, consts), "verify": _verify(_kernel(warps, fly), consts)}
         )
+    for d, causal in ((128, False), (128, True), (64, False)) if "attention" in families else []:
+        for cons, stages, bm, bn in ATTN_CONFIGS[d]:
+            cfg = f"attn D{d}{' causal' if causal else ''} {_acfg(cons, stages, bm, bn)}"
+            k = _abuild(d, causal, cons, stages)
+            rows.append({"config": cfg, "verify": _verify(k, {"BM": bm, "BN": bn})})
+    for warps, fly, spec in MOE_CONFIGS + MOE_DECODE_CONFIGS if "moe" in families else []:
+        k = _moe_kernel(warps, fly, spec)
+        rows.append({"config": "moe " + _moe_cfg(warps, fly, spec), "verify": _verify(k, k.consts)})
+    for r in rows:
+        print(f"{r['config']}: {r['verify']}", flush=True)
     return rows
 
 
@@ -184,16 +230,26 @@ ATTN_CASES = [
 ]
 # (consumers, K/V stages, BM, BN): "1" = two lockstep warpgroups in one partition, "2" =
 # two independent warpgroup partitions of BM/2 rows (one's softmax overlaps the other's
-# wgmma), "2o" = "2" with the next S = QK^T issued with this PV and overlapping this softmax
+# wgmma), "2o" = "2" with the next S = QK^T issued with this PV and overlapping this softmax,
+# "p" = the two warpgroups take turns issuing their wgmmas (FA3's ping-pong)
 ATTN_CONFIGS = {
-    128: [("1", 2, 128, 128), ("2", 2, 128, 128), ("2", 3, 128, 128), ("2o", 2, 128, 128)],
-    64: [
+    128: [
         ("1", 2, 128, 128),
         ("2", 2, 128, 128),
-        ("2", 4, 128, 128),
-        ("2", 2, 128, 256),
+        ("2", 3, 128, 128),
         ("2o", 2, 128, 128),
-        ("2o", 4, 128, 128),
+        ("2p", 2, 128, 128),
+        ("2p", 3, 128, 128),
+        ("2op", 2, 128, 128),
+    ],
+    64: [
+        ("1", 2, 128, 128),
+        ("2", 2, 128, 256),
+        ("2", 3, 128, 256),
+        ("2o", 2, 128, 128),
+        ("2p", 2, 128, 256),
+        ("2p", 3, 128, 256),
+        ("2op", 2, 128, 128),
     ],
 }
 
@@ -205,7 +261,7 @@ def _acfg(cons: str, stages: int, bm: int, bn: int) -> str:
 def _abuild(d: int, causal: bool, cons: str, stages: int):
     from argus_plugins.kernels.attention.kernel_explicit import build
 
-    return build(d, causal, stages, int(cons[0]), overlap=cons.endswith("o"))
+    return build(d, causal, stages, int(cons[0]), overlap="o" in cons, pingpong="p" in cons)
 
 
 class GluonAttention:
@@ -359,6 +415,169 @@ def run_gpu(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
+# MoE (explicit grouped GEMM inside the family's explicit launcher): Mixtral prefill
+# (case, preset); decode cases are also reported as a share of the copy bandwidth measured
+# in the same process (issue 15: >= 85 % at T1..T64), with the decode tile configurations
+MOE_CASES = [
+    ("moe mixtral-prefill", "mixtral-prefill"),
+    ("moe mixtral-decode1", "mixtral-decode1"),
+    ("moe mixtral-decode16", "mixtral-decode16"),
+    ("moe mixtral-decode64", "mixtral-decode64"),
+]
+# decode: a few routed rows per expert, so one 64-row block per expert hit and many narrow
+# column tiles with deep rings that keep every SM streaming expert weights (unmeasured yet)
+MOE_DECODE_CONFIGS = [
+    (4, 1, dict(BM=64, BN=128, BK=64, STAGES=6, GROUP=8)),
+    (4, 1, dict(BM=64, BN=64, BK=64, STAGES=10, GROUP=8)),
+]
+DECODE_BW_TARGET = 0.85
+# (num_warps, wgmmas in flight, constexprs)
+# (the first run, 11:00 UTC: 6.73 ms g8, 7.14 ms w4 128x128x64 s4, 6.66 ms g16); `silu`: the
+# up-projection with the gate/up + SiLU epilogue (`fuse_silu=1`, not yet run on a GPU)
+MOE_CONFIGS = [
+    (8, 1, dict(BM=128, BN=256, BK=64, STAGES=3, GROUP=8)),
+    (8, 1, dict(BM=128, BN=256, BK=64, STAGES=3, GROUP=16)),
+    (8, 1, dict(BM=128, BN=128, BK=64, STAGES=3, GROUP=8, silu=1)),
+]
+MOE_BASELINE = "torch._grouped_mm"  # issue 15's target: >= 1.0x this one
+
+
+def _moe_kernel(warps: int, fly: int, spec: dict[str, int]):
+    """The MoE kernel of a config: `spec` is its constexprs, plus `silu` 1 for the fused
+    gate/up + SiLU up-projection."""
+    from argus_plugins.kernels.moe.kernel_explicit import build
+
+    consts = {k: v for k, v in spec.items() if k != "silu"}
+    return build(warps, fly, bool(spec.get("silu"))).with_consts(**consts)
+
+
+def _moe_cfg(warps: int, fly: int, spec: dict[str, int]) -> str:
+    consts = {k: v for k, v in spec.items() if k != "silu"}
+    return _cfg(warps, fly, consts) + (" silu" if spec.get("silu") else "")
+
+
+def run_moe(quick: bool) -> list[dict[str, Any]]:
+    """The MoE layer with the explicit grouped GEMM (`kernel_explicit.launcher`, the one
+    the pipeline's GPU check uses), checked against the family's reference by `measure`
+    (a wrong kernel is not timed) and timed next to the family's baselines."""
+    import torch
+
+    from argus_core.evaluate.timing import Prepared, measure
+    from argus_plugins.backends.hopper.gluon import lower
+    from argus_plugins.kernels.moe.family import PRESETS, MoEFamily
+    from argus_plugins.kernels.moe.kernel_explicit import launcher
+
+    fam = MoEFamily()
+    l2 = int(torch.cuda.get_device_properties(0).L2_cache_size)
+    rows = []
+    copy_tbps = _copy_tbps()
+    for name, preset in MOE_CASES[:1] if quick else MOE_CASES:
+        decode = "decode" in preset
+        configs = MOE_DECODE_CONFIGS if decode else MOE_CONFIGS
+        shape = dict(PRESETS[preset])
+        row: dict[str, Any] = {"case": name, "shape": shape, "configs": {}}
+        prep = Prepared(fam, shape, "bf16", 0, l2, "cuda")
+        for warps, fly, spec in configs[:1] if quick else configs:
+            cfg = _moe_cfg(warps, fly, spec)
+            try:
+                k = _moe_kernel(warps, fly, spec)
+                res = measure(
+                    fam, launcher(k, lower(k)), shape, "bf16", 0, l2,
+                    warmup_ms=10 if quick else 25, rep_ms=40 if quick else 100, prepared=prep,
+                )  # fmt: skip
+                row["configs"][cfg] = res
+                print(f"{name} {cfg}: {res.get('ms')} ms {res.get('check')}", flush=True)
+            except Exception as exc:
+                row["configs"][cfg] = {"ms": None, "error": traceback.format_exc()[-1500:]}
+                print(f"{name} {cfg}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            torch.cuda.empty_cache()
+        good = {c: r for c, r in row["configs"].items() if r.get("ms")}
+        if good:
+            best = min(good, key=lambda c: good[c]["ms"])
+            r = good[best]
+            base = r.get("baselines") or {}
+            lib = base.get(MOE_BASELINE) or (min(base.values()) if base else None)
+            row.update(
+                best=best, ms=r["ms"], tflops=r["tflops"], lib_ms=lib, baselines=base,
+                ratio=(lib / r["ms"]) if lib else None, copy_tbps=copy_tbps,
+                bw_share=fam.bytes(shape, "bf16") / r["ms"] / 1e9 / copy_tbps,
+            )  # fmt: skip
+        else:
+            row.update(best=None, ms=None, ratio=None,
+                       why=[str(r.get("check") or r.get("error", ""))[-300:] for r in row["configs"].values()])  # fmt: skip
+        if decode and row.get("bw_share"):
+            print(
+                f"{name}: {row['bw_share']:.1%} of the copy bandwidth ({copy_tbps:.2f} TB/s; "
+                f"target >= {DECODE_BW_TARGET:.0%})",
+                flush=True,
+            )
+        if good and not decode:  # where the time goes: each stage, and the library's GEMMs
+            try:
+                from argus_plugins.kernels.moe.kernel_explicit import stage_times
+
+                warps, fly, spec = next(c for c in configs if _moe_cfg(*c) == row["best"])
+                k = _moe_kernel(warps, fly, spec)
+                row["stages_ms"] = stage_times(k, lower(k), prep.sets[0])
+                row["grouped_mm_stages_ms"] = _grouped_mm_stages(prep.sets[0])
+                print(f"{name} stages (ms): {row['stages_ms']}", flush=True)
+                print(f"{name} torch._grouped_mm stages (ms): {row['grouped_mm_stages_ms']}")
+            except Exception:
+                row["stages_error"] = traceback.format_exc()[-1500:]
+                print(row["stages_error"], file=sys.stderr)
+        rows.append(row)
+        print(f"{name}: {row.get('best')} ratio vs {MOE_BASELINE} {row.get('ratio')}", flush=True)
+        del prep
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _copy_tbps() -> float:
+    """This GPU's device-to-device copy bandwidth now (TB/s, read + write), as gpu_bench's
+    ceilings measure it: the reference for the MoE decode share."""
+    import torch
+    import triton.testing as tt
+
+    x = torch.empty(1 << 30, device="cuda", dtype=torch.uint8)
+    y = torch.empty_like(x)
+    ms = tt.do_bench(lambda: y.copy_(x), return_mode="median")
+    return 2 * (1 << 30) / ms / 1e9
+
+
+def _grouped_mm_stages(inputs: dict[str, Any], reps: int = 5) -> dict[str, float]:
+    """The baseline's two `torch._grouped_mm` calls timed alone (CUDA events, median of
+    `reps`), on the same routed rows: the GEMM speed the explicit kernel competes with."""
+    import statistics
+
+    import torch
+    import torch.nn.functional as F
+
+    from argus_plugins.kernels.moe.routing import route
+
+    x, w1, w2 = inputs["x"], inputs["w1"], inputs["w2"]
+    inter = w2.shape[-1]
+    ids, _ = route(inputs["router_logits"], int(inputs["topk"]), bool(inputs["renorm"]))
+    flat = ids.flatten()
+    order = torch.argsort(flat, stable=True)
+    offs = torch.cumsum(torch.bincount(flat, minlength=w1.shape[0]), 0).to(torch.int32)
+    xs = x[order // ids.shape[1]]
+    times: dict[str, list[float]] = {"up-projection": [], "down-projection": []}
+    for i in range(reps + 1):
+        ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+        ev[0].record()
+        h = torch._grouped_mm(xs, w1.transpose(1, 2), offs=offs)
+        ev[1].record()
+        act = F.silu(h[:, :inter]) * h[:, inter:]
+        start = torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch._grouped_mm(act, w2.transpose(1, 2), offs=offs)
+        ev[2].record()
+        torch.cuda.synchronize()
+        if i:
+            times["up-projection"].append(ev[0].elapsed_time(ev[1]))
+            times["down-projection"].append(start.elapsed_time(ev[2]))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def run_pipeline() -> list[dict[str, Any]]:
     """Explicit-level candidates (`level: explicit`) through the pipeline's stages on this
     GPU (verify, lower, compile, the family's check on the device, timing): the path a
@@ -381,6 +600,14 @@ def run_pipeline() -> list[dict[str, Any]]:
             "attention",
             "kernel.shape={B:2,HQ:8,HKV:8,S:1024,SKV:1024,D:128,CAUSAL:1,VARLEN:0}",
             Policy({"BM": 128, "BN": 128, "STAGES": 2}, {"level": "explicit"}),
+        ),
+        (
+            "moe",
+            "kernel.shape={T:256,E:8,TOPK:2,H:512,I:384,RENORM:1}",
+            Policy(
+                {"BM": 128, "BN": 256, "BK": 64, "STAGES": 3, "GROUP": 8},
+                {"level": "explicit", "num_warps": 8},
+            ),
         ),
     ]
     out = []
@@ -420,12 +647,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--families", default="gemm,attention", help="comma-separated subset")
+    ap.add_argument("--families", default="gemm,attention,moe", help="comma-separated subset")
     ap.add_argument("--out", default=None)
     ap.add_argument(
         "--consumers",
-        default="1,2,2o",
-        help="attention configs to run, by consumer form (comma-separated subset of 1,2,2o)",
+        default="1,2,2o,2p,2op",
+        help="attention configs to run, by consumer form (comma-separated subset of 1,2,2o,2p,2op)",
     )
     ap.add_argument(
         "--pipeline",
@@ -437,36 +664,41 @@ def main() -> int:
     wanted = set(args.consumers.split(","))
     for d in ATTN_CONFIGS:
         ATTN_CONFIGS[d] = [c for c in ATTN_CONFIGS[d] if c[0] in wanted]
-    unknown = families - {"gemm", "attention"}
+    unknown = families - {"gemm", "attention", "moe"}
     if unknown:
-        ap.error(f"invalid family {sorted(unknown)[0]!r}; valid choices: gemm, attention")
+        ap.error(f"invalid family {sorted(unknown)[0]!r}; valid choices: gemm, attention, moe")
     sys.path.insert(0, str(ROOT))
     out = args.out or (
         os.path.join(os.environ["OUT"], "gluon_bench.json") if os.environ.get("OUT") else None
     )
     t0 = time.time()
     if args.dry_run:
-        rows = dry_run()
+        rows = dry_run(frozenset(families))
         result = {"mode": "dry-run (static, no GPU: estimates only)", "rows": rows}
         if out:
             Path(out).write_text(json.dumps(result, indent=2, default=str))
         print(
-            f"\n{'config':34} {'verify':38} {'ok':3} {'MMA':>5} {'LOAD':>4} {'regs':>4} {'spill':>5} {'smem':>7}"
+            f"\n{'config':44} {'verify':38} {'ok':3} {'MMA':>5} {'LOAD':>4} {'regs':>4} "
+            f"{'spill':>5} {'smem':>7} {'occ':>3}"
         )
         for r in rows:
             print(
-                f"{r['config']:34} {r['verify'][:38]:38} {str(r['ok'])[0]:3} {r['hgmma']!s:>5} "
-                f"{r['utmaldg']!s:>4} {r['registers']!s:>4} {r['spills']!s:>5} {r['shared']!s:>7}"
-                + (f"  {r['error']}" if not r["ok"] else "")
+                f"{r['config']:44} {r['verify'][:38]:38} {str(r['ok'])[0]:3} {r['hgmma']!s:>5} "
+                f"{r['utmaldg']!s:>4} {r['registers']!s:>4} {r['spills']!s:>5} {r['shared']!s:>7} "
+                f"{r['occupancy']!s:>3}" + (f"  {r['error']}" if not r["ok"] else "")
             )
-        print("MMA: HGMMA (sm_90) or v_mfma (gfx942) in the code; LOAD: TMA or buffer loads")
+        print(
+            "MMA: HGMMA (sm_90) or v_mfma (gfx942) in the code; LOAD: TMA or buffer loads; "
+            "regs: per thread (gfx942: VGPRs + AGPRs); occ: waves per SIMD (gfx942)"
+        )
         return 0 if all(r["ok"] for r in rows) else 1
     import torch
 
     if not torch.cuda.is_available() or torch.cuda.get_device_capability(0) != (9, 0):
         print("needs a Hopper GPU (sm_90); use --dry-run here", file=sys.stderr)
         return 2
-    static = dry_run(frozenset(families))  # every timed config verified in this run
+    static = verify_only(frozenset(families))  # every timed config verified in this run
+    _warm_gpu()
     bad = [r["config"] for r in static if not r["verify"].startswith("verified")]
     if bad:
         print(f"not verified: {bad}", file=sys.stderr)
@@ -478,6 +710,8 @@ def main() -> int:
     a_ratios = [r["ratio"] for r in attn if r.get("ratio")]
     a_geo = math.exp(sum(map(math.log, a_ratios)) / len(a_ratios)) if a_ratios else None
     rows += attn
+    moe = run_moe(args.quick) if "moe" in families else []
+    rows += moe
     result = {
         "device": torch.cuda.get_device_name(0),
         "static": static,
@@ -503,6 +737,15 @@ def main() -> int:
             print(
                 f"{r['case']:34} {'FAILED':34} {'; '.join(str(w)[:120] for w in r.get('why', []))}"
             )
+    for r in moe:
+        share = (
+            f", {r['bw_share']:.1%} of copy bandwidth"
+            if "decode" in r["case"] and r.get("bw_share")
+            else ""
+        )
+        print(
+            f"{r['case']}: ratio vs {MOE_BASELINE} {r.get('ratio')} (prefill target >= 1.0){share}"
+        )
     print(f"GEMM geomean vs cuBLAS: {geo if geo is None else round(geo, 3)} (target >= {TARGET})")
     print(
         f"attention geomean vs the faster of SDPA cuDNN/flash: "

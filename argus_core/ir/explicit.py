@@ -279,13 +279,17 @@ class Barrier(XOp):
 @dataclass(frozen=True)
 class Mfma(XOp):
     """acc += a[a_stage] @ b[b_stage]: operands read from shared memory into the MFMA
-    dot-operand layouts of `acc`'s layout, then `v_mfma`."""
+    dot-operand layouts of `acc`'s layout, then `v_mfma`. `a_stage` None: `a` is a register
+    value already in the A dot-operand layout (an `OnlineSoftmax`'s P); `b_trans`: `b`'s
+    block is read transposed (a permuted view: the K blocks of attention, expert weights
+    stored [N, K])."""
 
     acc: str
     a: str
-    a_stage: IntLike
+    a_stage: IntLike | None
     b: str
     b_stage: IntLike
+    b_trans: bool = False
 
 
 @dataclass(frozen=True)
@@ -429,6 +433,28 @@ class StoreWait(XOp):
     """Wait until at most `pending` TMA stores of this thread are still reading shared."""
 
     pending: int = 0
+
+
+@dataclass(frozen=True)
+class SiluMul(XOp):
+    """`gate` = silu(`gate`) * `up`, elementwise, in place (fp32 accumulators of one
+    layout): the gated-MLP epilogue. `up_offset`: the column offset of `up`'s weight rows
+    from `gate`'s (the up half of stacked [gate; up] weights), which the verifier checks."""
+
+    gate: str
+    up: str
+    up_offset: IntLike
+
+
+@dataclass(frozen=True)
+class LoadScalar(XOp):
+    """Bind scalar `name` to the int32 element `index` of the flat pointer `ptr` (a table
+    the launcher fills, e.g. the expert of each row block of a grouped GEMM); the verifier
+    treats its value as unknown (any int >= 0)."""
+
+    name: str
+    ptr: str
+    index: IntLike
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,8 @@ GLUON_RULES: dict[type, Any] = {
         f"tma.async_copy_shared_to_global({op.desc}, [{', '.join(expr(c) for c in op.coords)}], {op.src})"
     ],
     x.StoreWait: lambda op, k: [f"tma.store_wait({op.pending})"],
+    x.LoadScalar: lambda op, k: [f"{op.name} = gl.load({op.ptr} + {expr(op.index)})"],
+    x.SiluMul: lambda op, k: [f"{op.gate} = {op.gate} / (1.0 + gl.exp(-{op.gate})) * {op.up}"],
 }
 
 

@@ -48,9 +48,62 @@ def _load_tile(op: x.LoadTile, k: x.ExplicitKernel) -> list[str]:
 
 def _mfma(op: x.Mfma, k: x.ExplicitKernel) -> list[str]:
     acc = _acc_layout(k, op.acc)
-    a = f"{shared_index(k, op.a, op.a_stage)}.load(gl.DotOperandLayout(0, {acc.gluon()}, {acc.k_width_a}))"
-    b = f"{shared_index(k, op.b, op.b_stage)}.load(gl.DotOperandLayout(1, {acc.gluon()}, {acc.k_width_b}))"
+    if op.a_stage is None:  # a register operand, already in the A dot-operand layout
+        a = op.a
+    else:
+        a = f"{shared_index(k, op.a, op.a_stage)}.load(gl.DotOperandLayout(0, {acc.gluon()}, {acc.k_width_a}))"
+    view = ".permute((1, 0))" if op.b_trans else ""
+    b = f"{shared_index(k, op.b, op.b_stage)}{view}.load(gl.DotOperandLayout(1, {acc.gluon()}, {acc.k_width_b}))"
     return [f"{op.acc} = cdna3.mfma({a}, {b}, {op.acc})"]
+
+
+def _zero(k: x.ExplicitKernel, acc: str) -> x.ZeroAcc:
+    return next(o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == acc)
+
+
+def _rows(k: x.ExplicitKernel, acc: str) -> str:
+    return f"gl.SliceLayout(1, {_acc_layout(k, acc).gluon()})"
+
+
+def _softmax(op: x.OnlineSoftmax, k: x.ExplicitKernel) -> list[str]:
+    """The online softmax over an MFMA accumulator: the same arithmetic as Hopper's (base 2,
+    the scale folded into the exponent, only edge blocks masked), P converted to the A
+    dot-operand layout of `o`'s MFMA layout (k_width elements per lane)."""
+    s_lay, o_lay = _acc_layout(k, op.s_acc), _acc_layout(k, op.o)
+    zero = _zero(k, op.s_acc)
+    mask = f"_cols[None, :] < {expr(op.kv_len)}"
+    edge = f"({expr(op.col0)} + {zero.cols} > {expr(op.kv_len)})"
+    if op.causal:
+        mask = f"({mask}) & (_cols[None, :] <= _rows[:, None])"
+        edge = f"{edge} | ({expr(op.col0)} + {zero.cols} > {expr(op.row0)} + 1)"
+    return [
+        f"_qk = {op.s_acc}",
+        f"if {edge}:",
+        f"    _cols = {expr(op.col0)} + gl.arange(0, {zero.cols}, layout=gl.SliceLayout(0, {s_lay.gluon()}))",
+        f"    _rows = {expr(op.row0)} + gl.arange(0, {zero.rows}, layout={_rows(k, op.s_acc)})",
+        f"    _qk = gl.where({mask}, _qk, float('-inf'))",
+        f"_m_new = gl.maximum({op.row_max}, gl.max(_qk, 1) * {op.scale_log2!r})",
+        f"_alpha = gl.exp2({op.row_max} - _m_new)",
+        f"_p = gl.exp2(_qk * {op.scale_log2!r} - _m_new[:, None])",
+        f"{op.row_sum} = {op.row_sum} * _alpha + gl.sum(_p, 1)",
+        f"{op.row_max} = _m_new",
+        (
+            f"{op.alpha} = gl.convert_layout(_alpha, {_rows(k, op.o)})"
+            if op.alpha
+            else f"{op.o} = {op.o} * gl.convert_layout(_alpha, {_rows(k, op.o)})[:, None]"
+        ),
+        f"{op.p} = gl.convert_layout(_p.to(gl.bfloat16), gl.DotOperandLayout(0, "
+        f"{o_lay.gluon()}, {o_lay.k_width_a}))",
+    ]
+
+
+def _normalize(op: x.NormalizeStore, k: x.ExplicitKernel) -> list[str]:
+    """O / row sums: in place when `dst` is the accumulator itself (then a `StoreTile`
+    writes it out by buffer stores), else into the LDS buffer `dst`."""
+    val = f"{op.o} / gl.convert_layout({op.row_sum}, {_rows(k, op.o)})[:, None]"
+    if op.dst == op.o:
+        return [f"{op.o} = {val}"]
+    return [f"{shared_index(k, op.dst, 0)}.store(({val}).to({op.dst}.dtype))"]
 
 
 def _store_tile(op: x.StoreTile, k: x.ExplicitKernel) -> list[str]:
@@ -69,6 +122,19 @@ GLUON_RULES: dict[type, Any] = {
     x.Barrier: lambda op, k: ["gl.thread_barrier()"],
     x.Mfma: _mfma,
     x.StoreTile: _store_tile,
+    x.SoftmaxState: lambda op, k: [
+        f"{op.row_max} = gl.full([{op.rows}], float('-inf'), gl.float32, {_rows(k, op.s_acc)})",
+        f"{op.row_sum} = gl.full([{op.rows}], 0.0, gl.float32, {_rows(k, op.s_acc)})",
+    ],
+    x.OnlineSoftmax: _softmax,
+    x.RescaleAcc: lambda op, k: [f"{op.acc} = {op.acc} * {op.alpha}[:, None]"],
+    x.Move: lambda op, k: [f"{op.dst} = {op.src}"],
+    x.NormalizeStore: _normalize,
+    x.StoreLse: lambda op, k: [
+        f"_lse_rows = {expr(op.row0)} + gl.arange(0, {_zero(k, op.s_acc).rows}, layout={_rows(k, op.s_acc)})",
+        f"gl.store({op.ptr} + _lse_rows, ({op.row_max} + gl.log2({op.row_sum})) * 0.6931471805599453)",
+    ],
+    x.LoadScalar: lambda op, k: [f"{op.name} = gl.load({op.ptr} + {expr(op.index)})"],
 }
 
 

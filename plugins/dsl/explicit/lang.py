@@ -156,8 +156,28 @@ class Kernel:
     def barrier(self) -> None:
         self._emit(x.Barrier())
 
-    def mfma(self, acc: str, a: str, a_stage: IntLike, b: str, b_stage: IntLike) -> None:
-        self._emit(x.Mfma(acc, a, a_stage, b, b_stage))
+    def mfma(
+        self,
+        acc: str,
+        a: str,
+        a_stage: IntLike | None,
+        b: str,
+        b_stage: IntLike,
+        *,
+        b_trans: bool = False,
+    ) -> None:
+        """acc += a @ b by MFMA; `a_stage` None takes `a` from registers (a softmax's P),
+        `b_trans` reads `b`'s block transposed."""
+        self._emit(x.Mfma(acc, a, a_stage, b, b_stage, b_trans))
+
+    def silu_mul(self, gate: str, up: str, up_offset: IntLike) -> None:
+        """`gate` = silu(`gate`) * `up` in registers (the gated-MLP epilogue)."""
+        self._emit(x.SiluMul(gate, up, up_offset))
+
+    def load_scalar(self, name: str, ptr: str, index: IntLike) -> Sym:
+        """`name` = int32 element `index` of table `ptr` (a value the launcher computed)."""
+        self._emit(x.LoadScalar(name, ptr, index))
+        return Sym(name, "scalar")
 
     def store_tile(self, ptr: str, acc: str, coords, stride: IntLike) -> None:
         self._emit(x.StoreTile(ptr, acc, tuple(coords), stride))

@@ -20,6 +20,13 @@ S == SKV) and run the longest rows first (query block `cdiv(S, BM) - 1 - pid`), 
 last wave is made of short programs. S must be a multiple of BM (query rows of one head
 must not spill into the next head's block); SKV is masked.
 
+With `pingpong` (two consumers) the warpgroups take turns issuing their wgmmas (FA3's
+inter-warpgroup schedule, two one-stage mbarriers): measured faster on the non-causal cases.
+
+`build_cdna3` is the same computation for MI300X (gfx942): MFMA 32x32x8, Q and the K/V
+blocks staged through LDS by buffer loads and generic stores between workgroup barriers,
+P from registers (cross-compiled only: no MI300X here).
+
 The ring protocol (with two consumers, both releases), the fragment tags of both MMAs (Q
 and K agree on d; P's key index, which comes from the K block, agrees with the V block's
 rows), the output rows of O and lse, and the shared-memory races are proved by
@@ -33,13 +40,24 @@ from collections.abc import Callable
 from typing import Any
 
 from argus_core.errors import PolicyError, choices_error
-from argus_core.ir.explicit import ExplicitIRError, ExplicitKernel
+from argus_core.ir.explicit import (
+    Blocked,
+    ExplicitIRError,
+    ExplicitKernel,
+    MfmaAcc,
+    SwizzledShared,
+)
 from argus_core.ir.expr import Sym
 from argus_plugins.dsl.explicit.lang import Kernel, cdiv, emin, pid, pid_y
 
 
 def build(
-    d: int = 128, causal: bool = False, stages: int = 2, consumers: int = 1, overlap: bool = False
+    d: int = 128,
+    causal: bool = False,
+    stages: int = 2,
+    consumers: int = 1,
+    overlap: bool = False,
+    pingpong: bool = False,
 ) -> ExplicitKernel:
     """The kernel for head dim `d`. `consumers` 1: one 8-warp partition whose two
     warpgroups run the BM rows in lockstep; 2: two 4-warp partitions (warpgroups) of BM/2
@@ -52,14 +70,21 @@ def build(
     and O += P_j V_j together, waits for S only (`WgmmaWait(1)`), runs the softmax of block
     j + 1 while the PV wgmma runs, then waits for it (keeping P_j's registers alive),
     releases the stage and rescales O. The last iteration's K block lies past the keys and
-    is masked whole (one extra S per program)."""
+    is masked whole (one extra S per program). `pingpong` (with two consumers): FA3's
+    inter-warpgroup schedule: the two warpgroups take turns issuing their wgmmas (two
+    one-stage barriers `turn0`, `turn1`: a warpgroup waits for its turn, issues S (and, with
+    `overlap`, PV), then hands the turn to the other), so one's softmax runs while the
+    other's MMAs do instead of both contending for the tensor cores at once."""
     if d not in (64, 128):
         raise ValueError(f"invalid head dim {d!r}; valid choices: 64, 128")
     if consumers not in (1, 2):
         raise ValueError(f"invalid consumers {consumers!r}; valid choices: 1, 2")
     if overlap and consumers != 2:
         raise ValueError("overlap=True needs consumers=2")
+    if pingpong and consumers != 2:
+        raise ValueError("pingpong=True needs consumers=2")
     form = "" if consumers == 1 else "2o" if overlap else "2"
+    form += "p" if pingpong else ""
     name = f"attn_fwd_ws{form}{'_causal' if causal else ''}"
     k = Kernel(name, family="attention", num_warps=8 if consumers == 1 else 4)
     k.meta(grid="(S // BM, B * H)", outputs=("o", "lse"), causal=causal)
@@ -93,6 +118,9 @@ def build(
     k.barriers("k_ready", "STAGES")
     k.barriers("v_ready", "STAGES")
     k.barriers("kv_empty", "STAGES", count=consumers)
+    if pingpong:  # turn{w}: warpgroup w may issue its MMAs (the other one arrives)
+        k.barriers("turn0", 1)
+        k.barriers("turn1", 1)
     m_blk = cdiv(S, BM) - 1 - pid if causal else pid  # causal: longest rows first
     n_kv = emin(cdiv((m_blk + 1) * BM, BN), cdiv(SKV, BN)) if causal else cdiv(SKV, BN)
     scale_log2 = math.log2(math.e) / math.sqrt(d)
@@ -112,9 +140,9 @@ def build(
             k.wait("q_bar", 0, 0)
             row0 = m_blk * BM + w * HM
             if overlap:
-                _consume_overlapped(k, w, q_bufs[w], rows, row0, scale_log2, n_kv, causal)
+                _consume_overlapped(k, w, q_bufs[w], rows, row0, scale_log2, n_kv, causal, pingpong)
             else:
-                _consume(k, w, consumers, q_bufs[w], rows, row0, scale_log2, n_kv, causal)
+                _consume(k, w, consumers, q_bufs[w], rows, row0, scale_log2, n_kv, causal, pingpong)
             k.normalize_store(o_bufs[w], o_acc, l_i)
             k.fence_async_shared()
             k.tma_store("o_desc", (q_row, 0), o_bufs[w])
@@ -151,8 +179,10 @@ def _consume(
     scale_log2: float,
     n_kv: Any,
     causal: bool,
+    pingpong: bool = False,
 ) -> None:
-    """Consumer `w`'s main loop: S, its softmax, then O += P V, each waited for."""
+    """Consumer `w`'s main loop: S, its softmax, then O += P V, each waited for (with
+    `pingpong`, S is issued in this warpgroup's turn)."""
     SKV, BN, STAGES = Sym("SKV", "shape", 1), Sym("BN", "const", 1), Sym("STAGES", "const", 1)
     sfx = "" if consumers == 1 else str(w)
     s_acc, o_acc, m_i, l_i, p = (f"{n}{sfx}" for n in ("s_acc", "o_acc", "m_i", "l_i", "p"))
@@ -161,7 +191,11 @@ def _consume(
         s = it % STAGES
         k.wait("k_ready", s, it // STAGES % 2)
         k.zero_acc(s_acc, rows, "BN", warps=(warps, 1))
+        if pingpong:
+            _take_turn(k, w, it)
         k.wgmma(s_acc, q, 0, "k_ring", s, b_trans=True, use_acc=False)
+        if pingpong:
+            k.arrive(f"turn{1 - w}", 0)
         k.wgmma_wait(s_acc, 0)
         k.online_softmax(s_acc, m_i, l_i, o_acc, p, scale_log2, row0, j * BN, SKV, causal)
         k.wait("v_ready", s, it // STAGES % 2)
@@ -170,8 +204,23 @@ def _consume(
         k.arrive("kv_empty", s)
 
 
+def _take_turn(k: Kernel, w: int, it: Any) -> None:
+    """Wait for warpgroup `w`'s turn at iteration `it`: the other warpgroup's arrival after
+    issuing its MMAs of iteration `it` (w = 1) or `it - 1` (w = 0; a fresh barrier passes
+    parity 1, so warpgroup 0 starts)."""
+    k.wait(f"turn{w}", 0, (it + 1) % 2 if w == 0 else it % 2)
+
+
 def _consume_overlapped(
-    k: Kernel, w: int, q: str, rows: str, row0: Any, scale_log2: float, n_kv: Any, causal: bool
+    k: Kernel,
+    w: int,
+    q: str,
+    rows: str,
+    row0: Any,
+    scale_log2: float,
+    n_kv: Any,
+    causal: bool,
+    pingpong: bool = False,
 ) -> None:
     """Consumer `w`'s main loop with the next S overlapping this softmax (see `build`)."""
     SKV, BN, STAGES = Sym("SKV", "shape", 1), Sym("BN", "const", 1), Sym("STAGES", "const", 1)
@@ -185,9 +234,15 @@ def _consume_overlapped(
         s = it % STAGES
         k.wait("k_ready", s, it // STAGES % 2)
         k.zero_acc(s_acc, rows, "BN", warps=(4, 1))
+        if pingpong:
+            k.wait("v_ready", s, it // STAGES % 2)
+            _take_turn(k, w, it)
         k.wgmma(s_acc, q, 0, "k_ring", s, b_trans=True, use_acc=False)  # S of block j + 1
-        k.wait("v_ready", s, it // STAGES % 2)
+        if not pingpong:
+            k.wait("v_ready", s, it // STAGES % 2)
         k.wgmma(o_acc, p, None, "v_ring", s)  # O += P_j V_j
+        if pingpong:
+            k.arrive(f"turn{1 - w}", 0)
         k.wgmma_wait(s_acc, 1)  # S done; the PV wgmma may still run
         k.online_softmax(
             s_acc, m_i, l_i, o_acc, f"pn{w}", scale_log2, row0, (j + 1) * BN, SKV, causal,
@@ -199,11 +254,72 @@ def _consume_overlapped(
         k.move(p, f"pn{w}")
 
 
+def build_cdna3(d: int = 128, causal: bool = False) -> ExplicitKernel:
+    """The attention forward for MI300X (gfx942) at the explicit level: one 4-warp program
+    per (query block, head), grid (S / BM, B * H), MFMA 32x32x8 with the warps stacked on
+    the rows (each warp 32 query rows). The Q block is buffer-loaded once and stored to
+    LDS; each K/V step buffer-loads the K and V blocks into blocked registers (issued before
+    the barrier so their latency overlaps the previous step's MFMAs), passes a workgroup
+    barrier (the previous step's MFMAs have read the single K/V stage), stores them to LDS
+    (swizzled), passes a second barrier, runs S = Q K^T by MFMA (K read transposed from
+    LDS), the online softmax in registers (P converted to the A dot-operand layout), and
+    O += P V by MFMA with P from registers. The epilogue divides O by the row sums in
+    place and buffer-stores it and the lse rows. q/k/v/o are [B, H(KV), S, D] bf16 by
+    pointer (row stride D), lse [B, H, S] fp32; GQA as on Hopper; causal: S == SKV, the
+    longest rows first. Unmasked buffer loads: S and SKV multiples of BM and BN.
+    LDS: Q (BM x D) + K and V (BN x D each), 48 KiB at D=128, BM=128, BN=32 (of 64 KiB)."""
+    if d not in (64, 128):
+        raise ValueError(f"invalid head dim {d!r}; valid choices: 64, 128")
+    k = Kernel(f"attn_fwd_cdna3{'_causal' if causal else ''}", family="attention", num_warps=4)
+    k.meta(grid="(S // BM, B * H)", outputs=("o", "lse"), causal=causal)
+    S, SKV, H, HKV = k.scalar("S"), k.scalar("SKV"), k.scalar("H"), k.scalar("HKV")
+    BM, BN = k.const("BM", 128), k.const("BN", 32 if d == 128 else 64)
+    D = k.const("D", d)
+    for name, tensor in (("q_ptr", "q"), ("k_ptr", "k"), ("v_ptr", "v"), ("o_ptr", "o")):
+        k.ptr(name, tensor)
+    k.ptr("lse_ptr", "lse", dtype="fp32")
+    lds = SwizzledShared(8, 1, 8, (1, 0))
+    k.shared("q_lds", ("BM", "D"), 1, like="q_ptr", layout=lds)
+    k.shared("k_lds", ("BN", "D"), 1, like="k_ptr", layout=lds)
+    k.shared("v_lds", ("BN", "D"), 1, like="v_ptr", layout=lds)
+    cols = min(d // 8, 64)
+    blk = Blocked((1, 8), (64 // cols, cols), (4, 1), (1, 0))
+    mfma = MfmaAcc((32, 32, 8), (4, 1), 4, 4)  # k_width 4: bf16 v_mfma_f32_32x32x8
+    m_blk = cdiv(S, BM) - 1 - pid if causal else pid
+    n_kv = emin(cdiv((m_blk + 1) * BM, BN), cdiv(SKV, BN)) if causal else cdiv(SKV, BN)
+    scale_log2 = math.log2(math.e) / math.sqrt(d)
+    with k.partition("main", default=True):
+        q_row = k.let("q_row", pid_y * S + m_blk * BM)
+        kv_row = k.let("kv_row", (pid_y // H * HKV + pid_y % H // (H // HKV)) * SKV)
+        k.load_tile("q_regs", "q_ptr", (q_row, 0), D, ("BM", "D"), blk)
+        k.store_regs("q_lds", "q_regs")
+        k.softmax_state("m_i", "l_i", "s_acc", "BM")
+        k.zero_acc("o_acc", "BM", "D", layout=mfma)
+        with k.loop("j", 0, n_kv, counter="it") as (j, it):
+            k.load_tile("k_regs", "k_ptr", (kv_row + j * BN, 0), D, ("BN", "D"), blk)
+            k.load_tile("v_regs", "v_ptr", (kv_row + j * BN, 0), D, ("BN", "D"), blk)
+            k.barrier()  # the previous step's MFMAs have read k_lds and v_lds (and Q stored)
+            k.store_regs("k_lds", "k_regs")
+            k.store_regs("v_lds", "v_regs")
+            k.barrier()  # the K and V stores are visible to every warp
+            k.zero_acc("s_acc", "BM", "BN", layout=mfma)
+            k.mfma("s_acc", "q_lds", 0, "k_lds", 0, b_trans=True)
+            k.online_softmax(
+                "s_acc", "m_i", "l_i", "o_acc", "p", scale_log2, m_blk * BM, j * BN, SKV, causal
+            )
+            k.mfma("o_acc", "p", None, "v_lds", 0)
+        k.normalize_store("o_acc", "o_acc", "l_i")
+        k.store_tile("o_ptr", "o_acc", (q_row, 0), D)
+        k.store_lse("lse_ptr", "m_i", "l_i", "s_acc", q_row)
+    return k.build()
+
+
 # the build knobs a `level: explicit` policy may set and their values (Hopper): consumer
 # partitions, 1 (two lockstep warpgroups) or 2 (two independent warpgroups, the default)
 # `overlap` 1 (with consumers=2): the next S overlaps this softmax (FA3's intra-warpgroup
 # pipelining; verified and cross-compiled, not yet timed on a GPU)
-KNOBS: dict[str, tuple[int, ...]] = {"consumers": (1, 2), "overlap": (0, 1)}
+# `pingpong` 1 (with consumers=2): the two warpgroups take turns issuing their wgmmas
+KNOBS: dict[str, tuple[int, ...]] = {"consumers": (1, 2), "overlap": (0, 1), "pingpong": (0, 1)}
 
 
 def for_policy(
@@ -212,8 +328,11 @@ def for_policy(
     """The explicit attention for `target` at `shape` (its D and CAUSAL pick the kernel),
     constexprs bound from the policy's tiles (BM, BN, STAGES). PolicyError naming a target,
     knob, shape or tile the kernel does not take."""
-    if target != "hopper-gluon":
-        raise PolicyError(choices_error("explicit attention target", target, ("hopper-gluon",)))
+    targets = ("hopper-gluon", "cdna3-gluon")
+    if target not in targets:
+        raise PolicyError(choices_error("explicit attention target", target, targets))
+    if target == "cdna3-gluon":
+        return _for_cdna3(knobs, tiles, shape)
     for name, value in knobs.items():
         if name not in KNOBS:
             raise PolicyError(
@@ -231,7 +350,35 @@ def for_policy(
     consumers, overlap = int(knobs.get("consumers", 2)), bool(knobs.get("overlap", 0))
     if overlap and consumers != 2:
         raise PolicyError(f"{target}: overlap=1 needs consumers=2, got consumers={consumers}")
-    kernel = build(d, bool(shape.get("CAUSAL", 0)), int(tiles.get("STAGES", 2)), consumers, overlap)
+    pingpong = bool(knobs.get("pingpong", 0))
+    if pingpong and consumers != 2:
+        raise PolicyError(f"{target}: pingpong=1 needs consumers=2, got consumers={consumers}")
+    kernel = build(
+        d, bool(shape.get("CAUSAL", 0)), int(tiles.get("STAGES", 2)), consumers, overlap, pingpong
+    )
+    try:
+        return kernel.with_consts(**tiles)
+    except ExplicitIRError as exc:
+        raise PolicyError(f"{target}: explicit attention tiles: {exc}") from None
+
+
+def _for_cdna3(
+    knobs: dict[str, Any], tiles: dict[str, int], shape: dict[str, int]
+) -> ExplicitKernel:
+    target = "cdna3-gluon"
+    if knobs:
+        raise PolicyError(
+            f"{target}: the CDNA3 explicit attention has no build options, got "
+            f"{sorted(knobs)}; valid choices: none (tiles BM, BN only)"
+        )
+    if shape.get("VARLEN"):
+        raise PolicyError(f"{target}: the explicit attention has no varlen form (VARLEN=1)")
+    d = int(shape.get("D", 128))
+    if d not in (64, 128):
+        raise PolicyError(
+            f"{target}: " + choices_error("explicit attention head dim D", d, (64, 128))
+        )
+    kernel = build_cdna3(d, bool(shape.get("CAUSAL", 0)))
     try:
         return kernel.with_consts(**tiles)
     except ExplicitIRError as exc:
@@ -240,8 +387,8 @@ def for_policy(
 
 def launcher(kernel: ExplicitKernel, source: str) -> Callable[[dict[str, Any]], None]:
     """A callable running the lowered `kernel` on the attention family's GPU inputs (q, k,
-    v, o [B, H, S, D] viewed 2-D by TMA descriptors; lse [B, H, S] by pointer), grid
-    (S / BM, B * H). UnsupportedShape for inputs it cannot take."""
+    v, o [B, H, S, D] viewed 2-D by TMA descriptors on Hopper, by pointers on CDNA3; lse
+    [B, H, S] by pointer), grid (S / BM, B * H). UnsupportedShape for inputs it cannot take."""
     from argus_core.evaluate.explicit_check import UnsupportedShape
     from argus_core.lowering.gluon import load_entry
 
@@ -268,8 +415,12 @@ def launcher(kernel: ExplicitKernel, source: str) -> Callable[[dict[str, Any]], 
                 f"the causal kernel aligns queries and keys at the start: S == SKV, got "
                 f"S={s} SKV={k.shape[2]}"
             )
+        if not kernel.descs and k.shape[2] % consts["BN"]:  # CDNA3: unmasked buffer loads
+            raise UnsupportedShape(
+                f"the CDNA3 kernel needs SKV a multiple of BN={consts['BN']}, got {k.shape[2]}"
+            )
         key = tuple(t.data_ptr() for t in (q, k, v, o))
-        if key not in descs:
+        if kernel.descs and key not in descs:
             made = []
             for t, name in ((q, "q_desc"), (k, "k_desc"), (v, "v_desc"), (o, "o_desc")):
                 desc = kernel.desc(name)
@@ -282,7 +433,8 @@ def launcher(kernel: ExplicitKernel, source: str) -> Callable[[dict[str, Any]], 
         grid = (s // consts["BM"], b * h)
         ptrs = [inputs[p.tensor] for p in kernel.ptrs]
         entry[grid](
-            *descs[key], *ptrs, s, k.shape[2], h, k.shape[1], **consts, num_warps=kernel.num_warps
-        )
+            *descs.get(key, ()), *ptrs, s, k.shape[2], h, k.shape[1], **consts,
+            num_warps=kernel.num_warps,
+        )  # fmt: skip
 
     return run

@@ -313,8 +313,29 @@ class MoEFamily(DSLKernelFamily):
         )
         launch("moe_combine", {"y": y.view(t, k, h).permute(1, 0, 2), "out": out})
 
+    def reference_specs(self, entry: str) -> list[tuple[dict[str, int], Any]]:
+        """Issue #19: each kernel's stage of the reference as a data-flow spec (`spec.py`;
+        reads through the routing ids); none for `moe_align` (it computes indices)."""
+        from argus_plugins.kernels.moe.spec import reference_specs
+
+        return reference_specs(entry)
+
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return TOLERANCES[self._check_dtype(dtype)]
+
+    # ------------------------------------------------------------------ the explicit level
+    def explicit_kernel(self, policy: Any, target: str, shape: dict[str, int]) -> Any:
+        """The explicit-level grouped GEMM (`kernel_explicit.py`) of a `level: explicit` policy."""
+        from argus_core.ir.explicit import explicit_knobs
+        from argus_plugins.kernels.moe import kernel_explicit
+
+        return kernel_explicit.for_policy(explicit_knobs(policy), dict(policy.tiles), target)
+
+    def explicit_launcher(self, kernel: Any, lowered: Any) -> Any:
+        """The MoE layer on this family's GPU inputs around the lowered grouped GEMM."""
+        from argus_plugins.kernels.moe import kernel_explicit
+
+        return kernel_explicit.launcher(kernel, lowered.source)
 
     @staticmethod
     def _check_dtype(dtype: str) -> str:

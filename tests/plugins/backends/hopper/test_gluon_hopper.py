@@ -121,3 +121,27 @@ def test_overlapped_attention_issues_the_next_s_with_this_pv():
     # the producer brings K block j + 1 with V block j; K block 0 once, before the loop
     assert "[kv_row + (j + 1) * BN, 0], k_ready.index(it % STAGES)" in src
     assert "tma.async_copy_global_to_shared(k_desc, [kv_row, 0], k0_bar.index(0), k0_smem)" in src
+
+
+@pytest.mark.parametrize(("d", "overlap", "bn"), [(128, False, 128), (64, False, 256)])
+def test_pingpong_attention_takes_turns_and_cross_compiles(d, overlap, bn):
+    """The two consumer warpgroups take turns issuing their wgmmas: warpgroup 0 starts
+    (its first wait passes a fresh barrier), each hands the turn on right after issuing."""
+    from argus_plugins.backends.hopper.gluon import lower
+    from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
+
+    kernel = build_attention(d, False, 2, 2, overlap, pingpong=True).with_consts(BN=bn)
+    src = lower(kernel)
+    for w, phase in ((0, "(it + 1) % 2"), (1, "it % 2")):
+        body = src[src.index(f"def _part_softmax{w}") :]
+        loop = body[body.index("    for j in range") : body.index("it += 1")]
+        order = [
+            f"mbarrier.wait(turn{w}.index(0), {phase})",
+            f"s_acc{w} = warpgroup_mma(q{w}_smem, k_ring.index(it % STAGES)",
+            f"mbarrier.arrive(turn{1 - w}.index(0), count=1)",
+            f"s_acc{w} = warpgroup_mma_wait(0, deps=(s_acc{w},))",
+        ]
+        assert [loop.index(line) for line in order] == sorted(loop.index(line) for line in order)
+    report = compile_explicit(kernel)
+    assert report.ok, report.error
+    assert report.spills == 0 and report.instructions["hgmma"] > 0

@@ -40,3 +40,39 @@ def test_an_mfma_without_an_mfma_accumulator_is_an_error():
         x.ExplicitIRError, match="accumulator 'acc' has no ZeroAcc with an MFMA layout"
     ):
         lower(bad)
+
+
+def test_cdna3_attention_cross_compiles_with_mfma_lds_and_no_spills():
+    """One benchmark case (D128 causal): MFMA 32x32x8 for both products, the K/V blocks by
+    buffer loads, Q/K/V in LDS within the CU's 64 KiB, no spills."""
+    from argus_plugins.kernels.attention.kernel_explicit import build_cdna3 as attention
+
+    kernel = attention(128, causal=True)
+    report = compile_explicit(kernel)
+    assert report.ok, report.error
+    assert report.spills == 0
+    # S (BM x BN = 128x32, K=128) and PV (128x128, K=32) per warp: 16 + 16 32x32x8 MFMAs
+    assert report.mma_count and report.mma_count >= 32
+    assert report.buffer_loads and report.buffer_loads > 0
+    assert report.instructions["s_barrier"] >= 2  # before and after the K/V stores
+    assert kernel.shared_bytes() == report.shared_bytes <= MI300X.lds_bytes_per_cu
+    assert report.occupancy and report.occupancy >= 1
+
+
+def test_cdna3_attention_lowering_reads_k_transposed_and_p_from_registers():
+    from argus_plugins.kernels.attention.kernel_explicit import build_cdna3 as attention
+
+    src = lower(attention(64))
+    assert "k_lds.permute((1, 0)).load(gl.DotOperandLayout(1," in src
+    assert "o_acc = cdna3.mfma(p, v_lds.load(" in src
+    assert "cdna3.buffer_store(o_acc.to(" in src
+
+
+def test_cdna3_moe_grouped_gemm_cross_compiles():
+    from argus_plugins.kernels.moe.kernel_explicit import build_cdna3 as moe
+
+    kernel = moe()
+    report = compile_explicit(kernel)
+    assert report.ok, report.error
+    assert report.spills == 0 and report.mma_count and report.mma_count > 0
+    assert "expert = gl.load(expert_ptr + off_m // BM)" in lower(kernel)

@@ -1,6 +1,7 @@
-"""Planted bugs at the explicit level: each a one-op mutation of the shipped warp-specialized
-GEMM (`plugins/kernels/gemm/kernel_explicit.py`), the invariant it breaks, and the program
-point the verifier must name. `mutate(kernel, bug)` applies one."""
+"""Planted bugs at the explicit level: each a one-op mutation of a shipped explicit kernel
+(the warp-specialized GEMM of `plugins/kernels/gemm/kernel_explicit.py`, the CDNA3 GEMM, the
+attention kernels, the MoE grouped GEMMs), the invariant it breaks, and the program point
+the verifier must name. `mutate(kernel, bug)` applies one."""
 
 from __future__ import annotations
 
@@ -575,10 +576,225 @@ BUGS += [
     ),
 ]
 
+expert = Sym("expert", "scalar")
+D_ = Sym("D", "const", 1)
+_blk = x.Blocked((1, 8), (4, 16), (4, 1), (1, 0))  # the CDNA3 attention's K/V loads at D=128
+
+BUGS += [
+    # ---- the MoE grouped GEMM (Hopper): the expert table and the stacked weights
+    Bug(
+        "moe-expert-of-column-block",
+        "load/tile/5:LoadScalar",
+        x.LoadScalar("expert", "expert_ptr", off_n // BN),
+        "group-tag",
+        "load/tile/5:LoadScalar",
+        base="moe",
+    ),
+    Bug(
+        "moe-expert-of-next-block",
+        "load/tile/5:LoadScalar",
+        x.LoadScalar("expert", "expert_ptr", off_m // BM_ + 1),
+        "group-tag",
+        "load/tile/5:LoadScalar",
+        base="moe",
+    ),
+    Bug(
+        "moe-weights-rows-not-the-tile-columns",
+        "load/tile/kk/3:TmaLoad",
+        x.TmaLoad("b_desc", (expert * N_ + off_m, kk * BK), "b_ring", s, "ready"),
+        "output-tag",
+        "mma/tile/12:TmaStore",
+        base="moe",
+    ),
+    Bug(
+        "moe-weights-k-block-behind",
+        "load/tile/kk/3:TmaLoad",
+        x.TmaLoad("b_desc", (expert * N_ + off_n, (kk + 1) * BK), "b_ring", s, "ready"),
+        "fragment-tag",
+        "mma/tile/kk/1:Wgmma",
+        base="moe",
+    ),
+    Bug(
+        "moe-producer-phase-flip",
+        "load/tile/kk/0:Wait",
+        x.Wait("empty", s, (it // S) % 2),
+        "wrong-phase",
+        "load/tile/kk/0:Wait",
+        base="moe",
+    ),
+    Bug(
+        "moe-producer-overruns-consumer",
+        "load/tile/kk/0:Wait",
+        None,
+        "producer-overrun",
+        "load/tile/kk/1:TmaLoad",
+        base="moe",
+    ),
+    Bug(
+        "moe-release-before-mma-retired",
+        "mma/tile/kk/3:Arrive",
+        x.Arrive("empty", s),
+        "release-before-complete",
+        "mma/tile/kk/3:Arrive",
+        base="moe",
+    ),
+    Bug(
+        "moe-cdna3-expert-of-column-block",
+        "main/tile/5:LoadScalar",
+        x.LoadScalar("expert", "expert_ptr", off_n // BN),
+        "group-tag",
+        "main/tile/5:LoadScalar",
+        base="moe-cdna3",
+    ),
+    Bug(
+        "moe-cdna3-missing-barrier",
+        "main/tile/kk/4:Barrier",
+        None,
+        "shared-race",
+        "main/tile/kk/4:Mfma",
+        base="moe-cdna3",
+    ),
+    # ---- CDNA3 attention: LDS races, MFMA fragment tags through P, output rows
+    Bug(
+        "attn-cdna3-no-barrier-before-kv-stores",
+        "main/j/2:Barrier",
+        None,
+        "shared-race",
+        "main/j/2:StoreRegs",
+        base="attn-cdna3",
+    ),
+    Bug(
+        "attn-cdna3-no-barrier-after-kv-stores",
+        "main/j/5:Barrier",
+        None,
+        "shared-race",
+        "main/j/6:Mfma",
+        base="attn-cdna3",
+    ),
+    Bug(
+        "attn-cdna3-v-read-transposed",
+        "main/j/9:Mfma",
+        x.Mfma("o_acc", "p", None, "v_lds", 0, True),
+        "fragment-tag",
+        "main/j/9:Mfma",
+        base="attn-cdna3",
+    ),
+    Bug(
+        "attn-cdna3-k-not-transposed",
+        "main/j/7:Mfma",
+        x.Mfma("s_acc", "q_lds", 0, "k_lds", 0, False),
+        "fragment-tag",
+        "main/j/7:Mfma",
+        base="attn-cdna3",
+    ),
+    Bug(
+        "attn-cdna3-v-block-ahead",
+        "main/j/1:LoadTile",
+        x.LoadTile("v_regs", "v_ptr", (kv_row + (j + 1) * BN_, 0), D_, ("BN", "D"), _blk),
+        "fragment-tag",
+        "main/j/9:Mfma",
+        base="attn-cdna3",
+    ),
+    Bug(
+        "attn-cdna3-o-stored-at-kv-rows",
+        "main/8:StoreTile",
+        x.StoreTile("o_ptr", "o_acc", (kv_row, 0), D_),
+        "output-tag",
+        "main/8:StoreTile",
+        base="attn-cdna3",
+    ),
+    Bug(
+        "attn-cdna3-lse-rows-off-by-a-block",
+        "main/9:StoreLse",
+        x.StoreLse("lse_ptr", "m_i", "l_i", "s_acc", q_row + BM_),
+        "output-tag",
+        "main/9:StoreLse",
+        base="attn-cdna3",
+    ),
+    # ---- the fused gate/up + SiLU epilogue of the MoE up-projection
+    Bug(
+        "moe-fused-up-block-is-the-gate-block",
+        "load/tile/kk/4:TmaLoad",
+        x.TmaLoad("b_desc", (expert * (2 * N_) + off_n, kk * BK), "u_ring", s, "ready"),
+        "output-tag",
+        "mma/tile/10:SiluMul",
+        base="moe-fused",
+    ),
+    Bug(
+        "moe-fused-expert-stride-n-not-2n",
+        "load/tile/kk/3:TmaLoad",
+        x.TmaLoad("b_desc", (expert * N_ + off_n, kk * BK), "g_ring", s, "ready"),
+        "output-tag",
+        "mma/tile/10:SiluMul",
+        base="moe-fused",
+    ),
+    Bug(
+        "moe-fused-expect-one-weight-block",
+        "load/tile/kk/1:Expect",
+        x.Expect("ready", s, ("a_desc", "b_desc")),
+        "wrong-expect-bytes",
+        "load/tile/kk/1:Expect",
+        base="moe-fused",
+    ),
+    Bug(
+        "moe-fused-release-with-up-mma-running",
+        "mma/tile/kk/3:WgmmaWait",
+        x.WgmmaWait("acc_g", 3, ("acc_u",)),
+        "release-before-complete",
+        "mma/tile/kk/4:Arrive",
+        base="moe-fused",
+    ),
+    Bug(
+        "moe-fused-epilogue-before-the-last-mma-retired",
+        "mma/tile/8:WgmmaWait",
+        x.WgmmaWait("acc_g", 1, ("acc_u",)),
+        "acc-read-in-flight",
+        "mma/tile/10:SiluMul",
+        base="moe-fused",
+    ),
+    # ---- the ping-pong of two consumer warpgroups (turn0 / turn1 handshakes)
+    Bug(
+        "pingpong-both-wait-same-iteration",
+        "softmax0/j/2:Wait",
+        x.Wait("turn0", 0, it % 2),
+        "handshake-deadlock",
+        "softmax0/j/2:Wait",
+        base="attention-2p",
+    ),
+    Bug(
+        "pingpong-both-wait-previous-iteration",
+        "softmax1/j/2:Wait",
+        x.Wait("turn1", 0, (it + 1) % 2),
+        "wrong-phase",
+        "softmax0/j/2:Wait",
+        base="attention-2p",
+    ),
+    Bug(
+        "pingpong-turn-phase-constant",
+        "softmax1/j/2:Wait",
+        x.Wait("turn1", 0, 0),
+        "wrong-phase",
+        "softmax1/j/2:Wait",
+        base="attention-2p",
+    ),
+    Bug(
+        "pingpong-hands-turn-before-taking-it",
+        "softmax0/j/2:Wait",
+        x.Arrive("turn1", 0),
+        "handshake-order",
+        "softmax0/j/2:Arrive",
+        base="attention-2p",
+        more=(("softmax0/j/4:Arrive", x.Wait("turn0", 0, (it + 1) % 2)),),
+    ),
+]
+
 
 def kernel_for(bug: Bug) -> x.ExplicitKernel:
     from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
+    from argus_plugins.kernels.attention.kernel_explicit import build_cdna3 as attn_cdna3
     from argus_plugins.kernels.gemm.kernel_explicit import build, build_cdna3
+    from argus_plugins.kernels.moe.kernel_explicit import build as moe_build
+    from argus_plugins.kernels.moe.kernel_explicit import build_cdna3 as moe_cdna3
 
     return {
         "hopper": build,
@@ -590,6 +806,11 @@ def kernel_for(bug: Bug) -> x.ExplicitKernel:
         "hopper-unpipelined": lambda: build(4, 0),
         "hopper-1-stage": lambda: build(4, 0).with_consts(STAGES=1),
         "hopper-pipelined-1-stage": lambda: build().with_consts(STAGES=1),
+        "moe": moe_build,
+        "moe-fused": lambda: moe_build(8, 1, True),
+        "moe-cdna3": moe_cdna3,
+        "attn-cdna3": lambda: attn_cdna3(128, True),
+        "attention-2p": lambda: build_attention(causal=True, consumers=2, pingpong=True),
     }[bug.base]()
 
 

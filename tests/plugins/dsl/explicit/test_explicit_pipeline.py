@@ -179,3 +179,60 @@ def test_attention_level_actions_build_the_two_consumer_kernel(argus_config):
         stages.family.explicit_kernel(lockstep, "hopper-gluon", shape)
     over = Policy({"BM": 128}, {"level": "explicit", "overlap": 1})
     assert stages.family.explicit_kernel(over, "hopper-gluon", shape).name == "attn_fwd_ws2o_causal"
+
+
+def _space(stages: Stages) -> ActionSpace:
+    return ActionSpace.from_ctx(
+        {
+            "family": stages.family,
+            "backend": stages.backend,
+            "kernel_cfg": stages.cfg.kernel,
+            "backend_cfg": stages.backend_cfg,
+        }
+    )
+
+
+def test_moe_level_actions_build_the_grouped_gemm_and_verify_in_the_pipeline(argus_config):
+    """The MoE family at the explicit level: the KB entry's actions are valid policies, and
+    one candidate runs verify -> Gluon lowering -> sm_90 cross-compile in the stages."""
+    stages = Stages.from_config(
+        argus_config(
+            "+kernel=moe", "tracking=none", "backend=h200", "evaluate.correctness=off",
+            "evaluate.trials=1",
+        ),
+        Registry(default_plugin_manager()),
+    )  # fmt: skip
+    space = _space(stages)
+    moves = space.actions(space.start(), "explicit_moe_hopper")
+    assert moves and all(selects_explicit(p) for _, p in moves)
+    policy = next(p for _, p in moves if p.tiles["BN"] == 256 and not p.compiler.get("fuse_silu"))
+    assert space.valid(policy)
+    fused = [p for _, p in moves if p.compiler.get("fuse_silu")]
+    assert fused and all(p.tiles["BN"] == 128 for p in fused)  # BN=256 fused: over 128 regs
+    res, artifacts = stages.evaluate(_cand(stages, policy), 0, None)
+    assert res.ok, res.failure
+    assert res.verify.status == "verified" and res.verify.assertions > 0
+    assert res.compile.ok and res.compile.spills == 0 and res.compile.mma_count
+    assert "gl.load(expert_ptr + off_m // BM)" in artifacts["lowered_gluon.py"]
+
+
+def test_attention_on_mi300x_is_offered_and_cross_compiles(argus_config):
+    stages = Stages.from_config(
+        argus_config(
+            "+kernel=attention", "tracking=none", "backend=mi300x", "evaluate.correctness=off",
+            "evaluate.trials=1",
+        ),
+        Registry(default_plugin_manager()),
+    )  # fmt: skip
+    space = _space(stages)
+    assert "explicit_attention_mi300x" in space.techniques
+    assert "explicit_attention_hopper" not in space.techniques
+    policy = Policy({"BM": 128, "BN": 32}, {"level": "explicit"})
+    res, artifacts = stages.evaluate(_cand(stages, policy), 0, None)
+    assert res.ok, res.failure
+    assert res.compile.ok and res.compile.spills == 0 and res.compile.mma_count
+    assert "cdna3.mfma(p, v_lds.load(" in artifacts["lowered_gluon.py"]
+    with pytest.raises(PolicyError, match="no build options"):
+        stages.family.explicit_kernel(
+            Policy({}, {"level": "explicit", "consumers": 2}), "cdna3-gluon", {"D": 128}
+        )

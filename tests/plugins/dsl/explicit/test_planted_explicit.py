@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 
 from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
+from argus_plugins.kernels.attention.kernel_explicit import build_cdna3 as attention_cdna3
 from argus_plugins.kernels.gemm.kernel_explicit import build, build_cdna3
+from argus_plugins.kernels.moe.kernel_explicit import build as build_moe
+from argus_plugins.kernels.moe.kernel_explicit import build_cdna3 as moe_cdna3
 from argus_plugins.verifiers.smt.explicit_ops import verify_explicit
 from tests.plugins.dsl.explicit.planted import BUGS, kernel_for, mutate
 
@@ -25,6 +28,9 @@ def test_corpus_size_and_coverage():
         "producer-overrun",
         "duplicate-owner",
         "output-tag",
+        "group-tag",
+        "handshake-deadlock",
+        "handshake-order",
     ):
         assert kind in KINDS
 
@@ -45,6 +51,17 @@ def test_corpus_size_and_coverage():
         build_attention(64, stages=4, consumers=2),
         build_attention(consumers=2, overlap=True),
         build_attention(64, causal=True, stages=3, consumers=2, overlap=True),
+        build_attention(consumers=2, pingpong=True),
+        build_attention(64, causal=True, stages=3, consumers=2, pingpong=True),
+        build_attention(causal=True, consumers=2, overlap=True, pingpong=True),
+        attention_cdna3(),
+        attention_cdna3(128, causal=True),
+        attention_cdna3(64),
+        build_moe(),
+        build_moe(4, 0),
+        build_moe(8, 1, fuse_silu=True),
+        build_moe(4, 0, fuse_silu=True),
+        moe_cdna3(),
     ],
     ids=lambda k: k.name,
 )
