@@ -78,15 +78,22 @@ class ResultsLog:
         the file is cut back to the records before it, so it never ends in half a record."""
         self._extra[result.index] = extra
         line = (json.dumps({**result.to_dict(), **extra}, default=str) + "\n").encode()
-        with open(self.path, "ab") as f:
-            size = f.tell()
+        # raw descriptor writes, not a buffered file: a buffered file's truncate() flushes
+        # first, and with the disk full that flush fails again before anything is cut
+        # back (and close() would append the rest of the buffer after the cut)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            size = os.fstat(fd).st_size
             try:
-                f.write(line)
-                f.flush()
-                os.fsync(f.fileno())
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view) :]
+                os.fsync(fd)
             except OSError:
-                f.truncate(size)
+                os.ftruncate(fd, size)
                 raise
+        finally:
+            os.close(fd)
 
     def write_final(self, results: list[CandidateResult]) -> Path:
         out = self.path.with_name(RESULTS)

@@ -155,7 +155,9 @@ def test_a_full_disk_keeps_every_finished_record_and_exits_non_zero(tmp_path):
     (run_dir,) = _run_dirs(tmp_path)
     records = _records(run_dir)  # whole records only: the failed one was cut back
     assert 1 <= len(records) < 5
-    assert [r["index"] for r in records] == list(range(len(records)))
+    # the records that fit, in order (a smaller later record may still fit under the limit)
+    index = [r["index"] for r in records]
+    assert index[0] == 0 and index == sorted(set(index)) and set(index) < set(range(5))
     # results.json is whole or absent, never truncated; no temporary file is left
     assert not (run_dir / "results.json").exists()
     assert not [p for p in run_dir.iterdir() if p.name.endswith(".tmp")]
