@@ -41,6 +41,7 @@ from argus_core.sandbox import (
     trusted_code,
 )
 from argus_core.sandbox import configure as configure_sandbox
+from argus_core.spec import caught as synth_caught
 from argus_core.spec import synthesis
 from argus_core.types import (
     Candidate,
@@ -414,11 +415,17 @@ class Stages:
         )
 
 
+COMPILED_BASELINE = "torch.compile"  # baselines named so are not the eager/library one
+
+
 def _measured(m: dict[str, Any], shape: dict[str, int], backend: Any) -> TimingReport | None:
     """A worker's GPU measurement as a TimingReport (None when the kernel was wrong there)."""
     if m.get("ms") is None:
         return None
-    base = min(m["baselines"].values()) if m.get("baselines") else None
+    named = {str(k): float(v) for k, v in (m.get("baselines") or {}).items()}
+    # baseline_ms is the eager/library one; a compiler's (torch.compile) is only carried
+    library = [v for k, v in named.items() if not k.startswith(COMPILED_BASELINE)]
+    base = min(library) if library else None
     spec = backend.spec
     roof_ms = None  # the roofline floor: compute at matrix peak or bytes at HBM bandwidth
     if m.get("flops"):
@@ -433,7 +440,8 @@ def _measured(m: dict[str, Any], shape: dict[str, int], backend: Any) -> TimingR
         baseline_ms=base,
         speedup=base / m["ms"] if base else None,
         model="do_bench median; baselines: "
-        + ", ".join(f"{k} {v:.4f} ms" for k, v in m.get("baselines", {}).items()),
+        + ", ".join(f"{k} {v:.4f} ms" for k, v in named.items()),
+        baselines=named,
     )
 
 
@@ -816,6 +824,9 @@ def run(cfg: DictConfig) -> int:
 
             info.metrics.update(usage_metrics(llm))
         info.metrics.update(stages.cache.metrics())  # cache.hits, cache.misses (MLflow)
+        caught = synth_caught.catches(results)  # issue #19: which invariant caught which
+        if caught or (cfg.verifier.get("options") or {}).get("synthesize"):
+            info.metrics.update(synth_caught.metrics(caught))
         stages.cache.close()
         if listener.failure() is None or results:
             pm.hook.argus_on_run_end(run=info, results=results, status=status)
@@ -833,6 +844,8 @@ def run(cfg: DictConfig) -> int:
     reasons = render_reasons(results)
     if reasons:
         print(reasons)
+    if synth_caught.summary_line(caught):  # issue #19
+        print(synth_caught.summary_line(caught))
     if stages.cache.summary():
         print(stages.cache.summary())
     for line in listener.summary_lines():

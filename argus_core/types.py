@@ -202,6 +202,8 @@ class CorrectnessReport:
     error: str = ""
     seconds: float = 0.0
     timing: dict[str, Any] | None = None  # a GPU worker's measurements (evaluate.timing)
+    # re-checks at sizes the search never saw: [{"sizes": {name: [old, new]}, "ok", "error"}]
+    unseen: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -212,9 +214,11 @@ class TimingReport:
     tflops: float | None = None
     gbps: float | None = None
     pct_roofline: float | None = None
-    baseline_ms: float | None = None
-    speedup: float | None = None
+    baseline_ms: float | None = None  # the eager/library baseline (the fastest of them)
+    speedup: float | None = None  # over baseline_ms
     model: str = ""  # what produced it ("roofline-occupancy v1", "do_bench median")
+    # every baseline timed beside it, by name, torch.compile included ({} when estimated)
+    baselines: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -3,14 +3,27 @@ verified and correct, per level, on the CPU interpreter (or a GPU backend).
 
     python benchmarks/kernelbench_suite.py --path /work/kernelbench/KernelBench
         [--scale 0.005] [--levels level1,level2] [--tasks level1/19,...] [--jobs N]
-        [--backend interpret|auto] [--budget 1] [--out results.json] [--limit N] [--timeout S]
+        [--backend interpret|auto] [--budget 1] [--out results.json] [--limit N]
+        [--timeout S] [--task-timeout S] [--deadline S] [--order cheap|given]
 
 Each task goes through `fastp.evaluate_task` (the pipeline's stages: the family binds the
 task, capturing its Model on meta tensors and lowering it to a DSL kernel; then verify,
 lower, compile, check against the Model on fresh inputs) at `--scale` (module-level sizes
-shrunk so the interpreter runs them; `tasks.scaled`). With `--backend auto` on a GPU the
-best correct candidate is timed against the eager Model in the same process (fast_p).
-A per-task table, then the per-level table, is printed last; `--out` keeps every row.
+shrunk so the interpreter runs them; `tasks.scaled`), in a process of its own: `--jobs`
+(default: every CPU core) tasks trace, verify and compile at once, while the checks that
+use a GPU take one GPU each at a time (lock files, `evaluate.gpu_slot`), so every GPU
+evaluates one candidate at a time and its timings are undisturbed. A task past
+`--task-timeout` is killed (its row says so); past `--deadline` no task starts and the
+running ones are stopped, so a bounded run still prints its table. `--order cheap` (the
+default) runs first the tasks whose eager run is estimated cheapest (their FLOPs and bytes,
+counted on meta tensors).
+
+With `--backend auto` on a GPU the best correct candidate is timed in the check's process
+beside the eager Model and torch.compile(Model) (fast_1 against eager, and the count
+faster than torch.compile), and re-checked at two sizes the search never saw (the "unseen"
+column, as on the CPU). A progress bar (tqdm) and one line per finished task go to stderr;
+`--out` is rewritten after every task; the per-task tables and the per-level summary
+(tabulate) are printed last.
 """
 
 from __future__ import annotations
@@ -19,20 +32,25 @@ import argparse
 import json
 import os
 import platform
+import queue
 import subprocess
 import sys
+import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("capture", "template", "verify", "correctness", "done")  # in pipeline order
+Work = tuple[str, str, str, int, "float | None", "float | None"]
 
 
-def _one(args: tuple[str, str, str, int, float | None, float | None]) -> dict:
+def _one(args: Work) -> dict:
+    """One task through `fastp.evaluate_task`, as a row (never raises)."""
     os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    from dataclasses import asdict
+
     from argus_plugins.kernels.kernelbench import fastp
 
     path, key, backend, budget, scale, timeout_s = args
@@ -40,17 +58,170 @@ def _one(args: tuple[str, str, str, int, float | None, float | None]) -> dict:
     try:
         out = asdict(fastp.evaluate_task(path, key, backend, budget, None, scale, timeout_s))
     except Exception as exc:  # a front-end bug fails the task, not the benchmark
-        out = {"task": key, "correct": False, "note": f"internal: {type(exc).__name__}: {exc}"[:120],
-               "reached": "capture", "ms": None, "torch_ms": None, "estimated": True}  # fmt: skip
+        out = _row(key, f"internal: {type(exc).__name__}: {exc}"[:200], "capture")
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
 
 
+def _row(key: str, note: str, reached: str) -> dict:
+    return {"task": key, "correct": False, "note": note, "reached": reached, "ms": None,
+            "torch_ms": None, "compile_ms": None, "estimated": True, "unseen": "",
+            "unseen_sizes": []}  # fmt: skip
+
+
+def _child(args: Work, results: Any) -> None:
+    """A task's own process: its own process group (a kill takes the check's sandbox with
+    it), its row put on `results`."""
+    os.setpgrp()
+    sys.path.insert(0, str(ROOT))
+    results.put(_one(args))
+
+
+FP32_FLOPS = 50e12  # a GPU's fp32 rate and memory bandwidth, for ordering tasks only
+HBM_BYTES = 4e12
+
+
+def cheap_first(path: str, keys: list[str], scale: float | None) -> list[str]:
+    """`keys` ordered by an estimate of each task's eager time, from its Model run on meta
+    tensors (nothing allocated): its FLOPs (`torch.utils.flop_counter`: convolutions and
+    products) at FP32_FLOPS plus its inputs, parameters and output moved once at HBM_BYTES.
+    A task that cannot run so goes last."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from argus_plugins.kernels.kernelbench import reference, tasks
+
+    found = tasks.discover(path)
+
+    def nbytes(xs: Any) -> float:
+        xs = xs if isinstance(xs, list | tuple) else [xs]
+        return float(sum(t.numel() * t.element_size() for t in xs if hasattr(t, "numel")))
+
+    def cost(key: str) -> float:
+        try:
+            module = tasks.load_module(tasks.scaled(found[key], scale).path)
+            xs = reference.make_inputs(module, 0, "fp32", "meta")
+            with torch.device("meta"):
+                model = module.Model(*list(module.get_init_inputs()))
+            ps = list(model.parameters()) if isinstance(model, torch.nn.Module) else []
+            counter = FlopCounterMode(display=False)
+            with counter, torch.no_grad():
+                out = model(*xs)
+            moved = nbytes(xs) + nbytes(ps) + nbytes(out)
+            return counter.get_total_flops() / FP32_FLOPS + moved / HBM_BYTES
+        except Exception:
+            return float("inf")
+
+    costs = {k: cost(k) for k in keys}
+    return sorted(keys, key=lambda k: costs[k])
+
+
+def run_all(
+    work: list[Work],
+    jobs: int,
+    task_timeout: float | None,
+    deadline: float | None,
+    on_row: Any,
+) -> list[dict]:
+    """Every task of `work` in a process of its own, `jobs` at once; `on_row(row)` after
+    each. A task past `task_timeout` s, or still running at `deadline` s, is killed; tasks
+    not started by the deadline get a row saying so."""
+    import multiprocessing as mp
+    import signal
+
+    ctx = mp.get_context("spawn")  # no CUDA or thread state inherited from this process
+    results = ctx.Queue()
+    pending = list(work)
+    running: dict[str, tuple[Any, float]] = {}
+    rows: list[dict] = []
+    t0 = time.perf_counter()
+
+    def finish(row: dict) -> None:
+        rows.append(row)
+        on_row(row)
+
+    def kill(key: str, why: str) -> None:
+        proc, started = running.pop(key)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+        proc.join(5)
+        row = {**_row(key, why, "capture"), "stopped": True}  # how far it got is unknown
+        row["seconds"] = round(time.perf_counter() - started, 1)
+        finish(row)
+
+    while pending or running:
+        now = time.perf_counter()
+        late = deadline is not None and now - t0 > deadline
+        while pending and len(running) < jobs and not late:
+            w = pending.pop(0)
+            proc = ctx.Process(target=_child, args=(w, results), daemon=True)
+            proc.start()
+            running[w[1]] = (proc, time.perf_counter())
+        if late:
+            for w in pending:
+                finish({**_row(w[1], "not run: the suite's deadline passed", "capture"),
+                        "seconds": 0.0, "stopped": True})  # fmt: skip
+            pending.clear()
+            for key in list(running):
+                kill(key, f"stopped at the suite's deadline ({deadline:g} s)")
+            break
+        try:
+            row = results.get(timeout=0.2)
+        except queue.Empty:
+            row = None
+        if row is not None and row["task"] in running:
+            proc, _ = running.pop(row["task"])
+            proc.join(10)
+            finish(row)
+        for key, (proc, started) in list(running.items()):
+            if task_timeout is not None and time.perf_counter() - started > task_timeout:
+                kill(key, f"task timeout after {task_timeout:g} s")
+            elif not proc.is_alive() and proc.exitcode not in (0, None) and results.empty():
+                running.pop(key)
+                finish({**_row(key, f"internal: the task's process died ({proc.exitcode})",
+                               "capture"), "seconds": round(time.perf_counter() - started, 1)})  # fmt: skip
+    return rows
+
+
+def _fmt(v: Any, f: str) -> str:
+    return format(v, f) if isinstance(v, int | float) else "-"
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    return a / b if isinstance(a, int | float) and isinstance(b, int | float) and b else None
+
+
+def task_tables(rows: list[dict]) -> str:
+    """One table per level: each task's stage, verdict, times, speedups and unseen sizes."""
+    from tabulate import tabulate
+
+    out = []
+    for lv in sorted({r["task"].split("/")[0] for r in rows}):
+        rs = sorted((r for r in rows if r["task"].startswith(lv + "/")),
+                    key=lambda r: int(r["task"].split("/")[1]))  # fmt: skip
+        table = [
+            [r["task"], r["reached"], "yes" if r["correct"] else "no", _fmt(r["ms"], ".4f"),
+             _fmt(r["torch_ms"], ".4f"), _fmt(r.get("compile_ms"), ".4f"),
+             _fmt(_ratio(r["torch_ms"], r["ms"]), ".2f"),
+             _fmt(_ratio(r.get("compile_ms"), r["ms"]), ".2f"), r.get("unseen") or "-",
+             _fmt(r.get("seconds"), ".1f"), str(r.get("note", ""))[:90]]
+            for r in rs
+        ]  # fmt: skip
+        head = ["task", "reached", "correct", "ours ms", "eager ms", "compile ms", "x eager",
+                "x compile", "unseen", "s", "note"]  # fmt: skip
+        out.append(f"{lv}\n" + tabulate(table, head, tablefmt="github"))
+    return "\n\n".join(out)
+
+
 def level_table(rows: list[dict]) -> str:
-    """Per level: tasks, and how many got past each stage (captured, lowered, verified,
-    correct), plus fast_1 where times exist."""
-    head = f"{'level':<8} {'tasks':>5} {'captured':>9} {'lowered':>8} {'verified':>9} {'correct':>8} {'fast_1':>7}"
-    lines = [head, "-" * len(head)]
+    """Per level: tasks, how many were not run or stopped (a deadline, a task timeout), how
+    many got past each stage (captured, lowered, verified, correct), fast_1 against eager, how many beat torch.compile, and how many correct
+    tasks passed every re-check at unseen sizes."""
+    from tabulate import tabulate
+
+    table = []
     levels = sorted({r["task"].split("/")[0] for r in rows})
     for lv in levels + ["all"]:
         rs = [r for r in rows if lv == "all" or r["task"].startswith(lv + "/")]
@@ -59,60 +230,54 @@ def level_table(rows: list[dict]) -> str:
         def past(stage: str, done: list[int] = done) -> int:
             return sum(d > STAGES.index(stage) for d in done)
 
-        fast1 = sum(
-            1
-            for r in rs
-            if r["correct"] and r["ms"] and r["torch_ms"] and r["torch_ms"] / r["ms"] > 1
-        )
-        lines.append(
-            f"{lv:<8} {len(rs):>5} {past('capture'):>9} {past('template'):>8} "
-            f"{past('verify'):>9} {sum(r['correct'] for r in rs):>8} {fast1:>7}"
-        )
+        ok = [r for r in rs if r["correct"]]
+        fast1 = sum(1 for r in ok if (_ratio(r["torch_ms"], r["ms"]) or 0) > 1)
+        timed_c = [r for r in ok if r.get("compile_ms")]
+        beat_c = sum(1 for r in timed_c if (_ratio(r["compile_ms"], r["ms"]) or 0) > 1)
+        with_u = [r for r in ok if r.get("unseen")]
+        u_ok = sum(1 for r in with_u if r["unseen"].split("/")[0] == r["unseen"].split("/")[1])
+        stopped = sum(1 for r in rs if r.get("stopped"))
+        table.append([lv, len(rs), stopped, past("capture"), past("template"), past("verify"),
+                      len(ok), fast1, f"{beat_c}/{len(timed_c)}", f"{u_ok}/{len(with_u)}"])  # fmt: skip
+    head = ["level", "tasks", "not run", "captured", "lowered", "verified", "correct",
+            "fast_1", "> torch.compile", "unseen ok"]  # fmt: skip
+    text = tabulate(table, head, tablefmt="github")
     if any(r["estimated"] and r["ms"] for r in rows):
-        lines.append(
-            "fast_1 here is a cost-model ESTIMATE (no GPU timing): both times are modelled"
-        )
-    return "\n".join(lines)
-
-
-def _progress(r: dict, rows: list[dict], out: str | None) -> None:
-    """One line per finished task (with its reason when it is not correct), and the rows so
-    far written to `out`: a run cut short by a time limit keeps what finished."""
-    verdict = "correct" if r["correct"] else f"not correct: {r.get('note', '')[:160]}"
-    print(
-        f"  {r['task']}: reached {r['reached']}, {verdict} ({r.get('seconds', '?')} s)",
-        file=sys.stderr,
-    )
-    if out:
-        Path(out).write_text(json.dumps({"meta": {"partial": True}, "rows": rows}, indent=1))
+        text += "\nfast_1 here is a cost-model ESTIMATE (no GPU timing): both times are modelled"
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
-    from argus_plugins.kernels.kernelbench import tasks
+    from argus_plugins.kernels.kernelbench import evaluate, tasks
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--path", required=True, help="directory with level1/, level2/ task files")
     ap.add_argument("--scale", type=float, default=0.005, help="shrink module-level sizes by F")
     ap.add_argument("--levels", default="level1,level2")
     ap.add_argument("--tasks", default="", help="comma-separated keys; default: every task")
-    ap.add_argument("--jobs", type=int, default=1, help="tasks evaluated in parallel")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                    help="tasks front-ended at once, each in its own process (default: cores)")  # fmt: skip
     ap.add_argument("--backend", default="interpret")
     ap.add_argument("--budget", type=int, default=1)
     ap.add_argument("--out", default=None, help="JSON file for every row")
     ap.add_argument("--limit", type=int, default=0, help="at most N tasks per level (0: all)")
-    ap.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        help="seconds per candidate check (evaluate.timeout_s; default the config's)",
-    )
+    ap.add_argument("--timeout", type=float, default=None,
+                    help="seconds per candidate check (evaluate.timeout_s; default the config's)")  # fmt: skip
+    ap.add_argument("--task-timeout", type=float, default=None, help="seconds per task")
+    ap.add_argument("--deadline", type=float, default=None,
+                    help="seconds for the whole run: then no task starts and running ones stop")  # fmt: skip
+    ap.add_argument("--order", default="cheap", choices=("cheap", "given"))
     args = ap.parse_args(argv)
     found = tasks.discover(args.path)
     levels = set(args.levels.split(","))
     keys = [k.strip() for k in args.tasks.split(",") if k.strip()] or [
         k for k in found if k.split("/")[0] in levels
     ]
+    unknown = [k for k in keys if k not in found]
+    if unknown:
+        print(f"unknown task(s) {', '.join(unknown)}; valid: {', '.join(found)}", file=sys.stderr)
+        return 2
     if args.limit:  # the first N tasks of each level (a bounded GPU run)
         taken: dict[str, int] = {}
         kept = []
@@ -123,31 +288,56 @@ def main(argv: list[str] | None = None) -> int:
                 kept.append(k)
         keys = kept
     scale = args.scale if args.scale != 1.0 else None
-    work = [(args.path, k, args.backend, args.budget, scale, args.timeout) for k in keys]
+    if args.order == "cheap":
+        keys = cheap_first(args.path, keys, scale)
+    work: list[Work] = [
+        (args.path, k, args.backend, args.budget, scale, args.timeout) for k in keys
+    ]
+    slots = None
+    if args.backend != "interpret":  # one check per GPU at a time, across the task processes
+        slots = tempfile.mkdtemp(prefix="argus-kb-gpus-")
+        os.environ[evaluate.GPU_SLOTS_ENV] = slots
+    from tqdm import tqdm
+
+    bar = tqdm(total=len(work), desc="kernelbench", unit="task", file=sys.stderr,
+               dynamic_ncols=True)  # fmt: skip
     t0 = time.perf_counter()
     rows: list[dict] = []
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            for r in pool.map(_one, work):
-                rows.append(r)
-                _progress(r, rows, args.out)
-    else:
-        for w in work:
-            rows.append(_one(w))
-            _progress(rows[-1], rows, args.out)
+
+    def on_row(r: dict) -> None:
+        """One line per finished task (with its reason when it is not correct), and the
+        rows so far written to `--out`: a run cut short keeps what finished."""
+        rows.append(r)
+        verdict = "correct" if r["correct"] else f"not correct: {str(r.get('note', ''))[:160]}"
+        extra = ""
+        if r["correct"] and r.get("ms") and r.get("torch_ms"):
+            extra = f", {r['torch_ms'] / r['ms']:.2f}x eager"
+            if r.get("compile_ms"):
+                extra += f", {r['compile_ms'] / r['ms']:.2f}x torch.compile"
+        if r.get("unseen"):
+            extra += f", unseen {r['unseen']}"
+        bar.write(
+            f"  {r['task']}: reached {r['reached']}, {verdict}{extra} ({r.get('seconds', '?')} s)",
+            file=sys.stderr,
+        )
+        bar.update(1)
+        if args.out:
+            Path(args.out).write_text(
+                json.dumps({"meta": {"partial": True}, "rows": rows}, indent=1)
+            )
+
+    jobs = max(1, min(args.jobs, len(work)))
+    run_all(work, jobs, args.task_timeout, args.deadline, on_row)
+    bar.close()
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": platform.node(),
-            "cpu_count": os.cpu_count(), "commit": commit + " (+ working tree)", "scale": args.scale,
-            "backend": args.backend, "budget": args.budget, "timeout_s": args.timeout, "seconds": round(time.perf_counter() - t0)}  # fmt: skip
+            "cpu_count": os.cpu_count(), "commit": os.environ.get("ARGUS_COMMIT") or commit + " (+ working tree)",
+            "scale": args.scale, "backend": args.backend, "budget": args.budget, "timeout_s": args.timeout,
+            "task_timeout_s": args.task_timeout, "jobs": jobs, "seconds": round(time.perf_counter() - t0)}  # fmt: skip
     if args.out:
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    head = f"{'task':<11} {'reached':<12} {'correct':<7} {'s':>6}  note"
-    print(head + "\n" + "-" * len(head))
-    for r in rows:
-        print(
-            f"{r['task']:<11} {r['reached']:<12} {'yes' if r['correct'] else 'no':<7} {r['seconds']:>6}  {r['note'][:70]}"
-        )
+    print(task_tables(rows))
     print("\n" + " ".join(f"{k}={v}" for k, v in meta.items()))
     print(level_table(rows))
     return 0

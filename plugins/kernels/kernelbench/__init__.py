@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from argus_core.hookspecs import hookimpl
+from argus_plugins.kernels.kernelbench import lower_more  # noqa: F401  (registers its lowerings with match)
 from argus_plugins.kernels.kernelbench.family import KernelBenchFamily
 
 __all__ = ["KernelBenchFamily", "argus_register_kernels"]

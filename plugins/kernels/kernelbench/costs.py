@@ -93,3 +93,46 @@ def eager_estimate_ms(spec: Any, gm: Any, dtype: str) -> float:
     return sum(
         estimate_time(spec, _Work(f, b), {}, dtype, Policy()).ms for _, f, b in op_counts(gm, dtype)
     )
+
+
+def _bytes_of(node: Any) -> int:
+    """Bytes of a node's value from its tensor_meta (a tuple of tensors: all of them)."""
+    meta = getattr(node, "meta", {}).get("tensor_meta")
+    if meta is None:
+        return 0
+    metas = [meta] if hasattr(meta, "shape") else list(meta)  # max(x, dim): (values, indices)
+    total = 0
+    for m in metas:
+        if hasattr(m, "shape") and hasattr(m, "dtype"):
+            total += _numel(tuple(m.shape)) * int(getattr(m.dtype, "itemsize", 4))
+    return total
+
+
+def memory_estimate(gm: Any) -> dict[str, int]:
+    """Device bytes the eager Model needs on one input set, from a meta-captured graph
+    (`argus_core.frontend.capture`): its inputs, parameters and buffers, its output, and
+    the peak of the intermediates alive at once (each freed after its last use, as fx's
+    generated forward frees them). {"inputs", "params", "output", "intermediates", "peak"}:
+    "peak" is inputs + params + the largest live set (which holds the output last)."""
+    nodes = list(gm.graph.nodes)
+    last: dict[Any, int] = {}
+    for i, n in enumerate(nodes):
+        for a in n.all_input_nodes:
+            last[a] = i
+    inputs = sum(_bytes_of(n) for n in nodes if n.op == "placeholder")
+    params = sum(int(p.numel() * p.element_size()) for p in gm.parameters())
+    params += sum(int(b.numel() * b.element_size()) for b in gm.buffers())
+    out_node = next(n for n in nodes if n.op == "output")
+    outs = out_node.args[0]
+    outs = list(outs) if isinstance(outs, list | tuple) else [outs]
+    output = sum(_bytes_of(o) for o in outs if hasattr(o, "meta"))
+    live: dict[Any, int] = {}
+    peak = 0
+    for i, n in enumerate(nodes):
+        if n.op in ("call_function", "call_method", "call_module"):
+            live[n] = _bytes_of(n)
+            peak = max(peak, sum(live.values()))
+        for a in [a for a in live if last.get(a, -1) <= i and a not in outs]:
+            del live[a]
+    return {"inputs": inputs, "params": params, "output": output, "intermediates": peak,
+            "peak": inputs + params + peak}  # fmt: skip

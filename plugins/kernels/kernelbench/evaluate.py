@@ -1,13 +1,25 @@
 """Trusted side of a KernelBench candidate check: static rejection, the reference, the verdict.
 
-The split (docs/security.md): this process builds the task's Model, draws the trial inputs
-from fresh random seeds, computes the reference outputs and keeps them; the candidate runs
-in an isolated child (`worker.py` under `argus_core.sandbox.run_isolated`) that receives
-only the inputs (and, for a DSL kernel, the Model's parameters) and sends back only its
-outputs, as plain arrays. The comparison and the verdict happen here, so nothing the
-candidate does in its own process (reading frames, patching torch or the Model, writing a
-fake result, exiting early) can make a wrong answer pass. A ModelNew gets one trial at
-sizes it never saw (`unseen_trial`), so an answer written for the task's shapes fails.
+Two kinds of candidate, two splits (docs/security.md):
+
+- A DSL candidate is a kernel Argus lowered from verified IR; its child runs no code of the
+  candidate's own in Python. The whole check runs in the child, where the kernel runs
+  (`_check_dsl`, `worker.check_here`): the child builds the Model and draws every trial's
+  inputs on the device from seeds this process picks, computes the reference first on
+  copies, fingerprints it, runs the kernel, compares in chunks on the device and re-takes
+  the fingerprint, then sends back only the verdict. This process holds no tensor of the
+  task (a 6 GB level-1 input is never on the host or in a pipe). Before allocating, the
+  child estimates the memory the check needs from the graph captured on meta tensors
+  (`costs.memory_estimate`) and reports a task that does not fit ("memory: ...").
+- A ModelNew is arbitrary Python: this process builds the task's Model, draws the trial
+  inputs, computes the reference outputs and keeps them; the candidate runs in an isolated
+  child (`worker.py` under `argus_core.sandbox.run_isolated`) that receives only the inputs
+  and sends back only its outputs, as plain arrays. The comparison and the verdict happen
+  here, so nothing the candidate does in its own process (reading frames, patching torch or
+  the Model, writing a fake result, exiting early) can make a wrong answer pass. A ModelNew
+  gets one trial at sizes it never saw (`unseen_trial`), so an answer written for the
+  task's shapes fails; a correct DSL kernel is re-checked at UNSEEN_SHAPES such sizes and
+  the results reported (`report.unseen`).
 
 `check_candidate` never raises for the candidate's failure: a static violation, a guard
 trip, a wrong answer, a crash or a timeout all come back as a CorrectnessReport with
@@ -17,11 +29,15 @@ ok=False and the reason, so one bad candidate fails alone and the run goes on.
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import math
+import os
 import random
 import secrets
+import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -83,6 +99,10 @@ def check_candidate(
     if kind not in ("dsl", "modelnew"):
         raise ConfigError(choices_error("kernelbench candidate kind", kind, ("dsl", "modelnew")))
     report = CorrectnessReport(ok=False, trials=int(trials) + 1, runner=runner)
+    if kind == "dsl":
+        return _check_dsl(
+            str(task_file), candidate, report, dtype, trials, seed, init_seed, timeout_s, timing
+        )
     if kind == "modelnew" and static:
         found = static_check.violations(
             candidate["source"], candidate.get("filename", "<candidate>")
@@ -201,6 +221,199 @@ def check_candidate(
             return report
     report.ok = True
     return report
+
+
+# ------------------------------------------------------------ a DSL candidate, on the device
+UNSEEN_SHAPES = 2  # re-checks of a correct DSL kernel at sizes the search never saw
+GPU_SLOTS_ENV = "ARGUS_KB_GPU_SLOTS"  # a folder of per-GPU lock files: one check per GPU
+
+
+@contextlib.contextmanager
+def gpu_slot(device: str) -> Iterator[str]:
+    """The device a check runs on. With ARGUS_KB_GPU_SLOTS set (a whole-suite run: many
+    processes front-ending tasks at once), a GPU check waits for a GPU no other check holds
+    (a lock file per GPU in that folder) and yields "cuda:<i>", so every GPU runs one check
+    at a time and times it undisturbed; otherwise `device` as given."""
+    folder = os.environ.get(GPU_SLOTS_ENV)
+    if device == "cpu" or not folder:
+        yield device
+        return
+    import fcntl
+
+    import torch
+
+    count = max(1, torch.cuda.device_count())
+    files = [open(Path(folder) / f"gpu{i}.lock", "a+") for i in range(count)]  # noqa: SIM115
+    try:
+        while True:
+            for i, f in enumerate(files):
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError:
+                    continue
+                try:
+                    yield f"cuda:{i}"
+                finally:
+                    fcntl.flock(f, fcntl.LOCK_UN)
+                return
+            time.sleep(0.05)
+    finally:
+        for f in files:
+            f.close()
+
+
+def _check_dsl(
+    task_file: str,
+    candidate: dict[str, Any],
+    report: CorrectnessReport,
+    dtype: str,
+    trials: int,
+    seed: int,
+    init_seed: int,
+    timeout_s: float,
+    timing: dict[str, Any] | None,
+) -> CorrectnessReport:
+    """A DSL candidate (a kernel Argus lowered from verified IR, launched by our launcher:
+    no code of the candidate's own runs in Python) is checked where it runs: the worker's
+    child builds the Model and every trial's inputs itself, on the device, from the trial
+    seeds, computes the reference on copies before the kernel runs, compares there, and
+    sends back only the verdict and small diagnostics (`worker.check_here`). This process
+    holds no tensor of the task. The child refuses, before allocating, a task whose
+    reference needs more device memory than is free (error "memory: ...")."""
+    import torch
+
+    from argus_core.evaluate.outputs import PackError, unpack_arrays
+
+    device = RUNNERS[report.runner][0]
+    seeds = trial_seeds(int(seed), int(trials))
+    request: dict[str, Any] = {
+        "mode": "check",
+        "candidate": candidate,
+        "task": {"path": task_file, "text": Path(task_file).read_text()},
+        "dtype": dtype,
+        "init_seed": int(init_seed),
+        "seeds": seeds,
+        "unseen_seeds": [seeds[-1] ^ (0x5EED + 7 * i) for i in range(UNSEEN_SHAPES)],
+        "timing": timing,
+        "timeout_s": float(timeout_s),
+    }
+    with gpu_slot(device) as where:
+        request["device"] = where
+        buf = io.BytesIO()
+        torch.save(request, buf)
+        result = run_worker_bytes(WORKER, buf.getvalue(), report.runner, timeout_s)
+    report.seconds = result["seconds_wall"]
+    if "error" in result:  # a timeout, a crash, no output
+        report.error = result["error"]
+        return report
+    try:
+        meta, _ = unpack_arrays(result["stdout"])
+    except PackError as exc:
+        report.error = f"the check's process sent no verdict: {exc}"
+        return report
+    report.max_abs_err = meta.get("max_abs")
+    report.max_rel_err = meta.get("max_rel")
+    report.unseen = list(meta.get("unseen") or [])
+    if meta.get("error") or not meta.get("ok"):
+        report.error = truncate(str(meta.get("error") or "the check's process gave no verdict"))
+        return report
+    if timing and device != "cpu":
+        t = meta.get("timing") if isinstance(meta.get("timing"), dict) else {}
+        ms = t.get("ms")
+        if not isinstance(ms, int | float) or not math.isfinite(ms) or ms <= 0:
+            report.error = f"the check's process sent no valid time: {truncate(str(t), 200)}"
+            return report
+        report.timing = t
+    report.ok = True
+    return report
+
+
+def compare_on_device(
+    out: Any, ref: Any, atol: float, rtol: float
+) -> tuple[bool, float, float, str]:
+    """`outputs.compare`'s verdict (|out - ref| <= atol + rtol * |ref|, NaN never passes),
+    computed where the tensors are, in float64 chunks of CHUNK elements, so comparing a
+    6 GB output needs no full-size temporaries and no host copy."""
+    import torch
+
+    if tuple(out.shape) != tuple(ref.shape):
+        return (
+            False,
+            math.inf,
+            math.inf,
+            f"shape {tuple(out.shape)} != reference {tuple(ref.shape)}",
+        )
+    o, r = out.reshape(-1), ref.reshape(-1)
+    max_abs = max_rel = 0.0
+    n_bad = n_nan = 0
+    first: int | None = None
+    for lo in range(0, o.numel(), CHUNK):
+        a, b = o[lo : lo + CHUNK].double(), r[lo : lo + CHUNK].double()
+        err = (a - b).abs()
+        nan = torch.isnan(err)
+        bad = nan | (err > atol + rtol * b.abs())
+        n_nan += int(torch.isnan(a).sum())
+        nb = int(bad.sum())
+        if nb and first is None:
+            first = lo + int(bad.nonzero()[0, 0])
+        n_bad += nb
+        fin = err[~nan]
+        if fin.numel():
+            max_abs = max(max_abs, float(fin.max()))
+        big = (b.abs() > atol) & ~nan
+        if bool(big.any()):
+            max_rel = max(max_rel, float((err[big] / b.abs()[big]).max()))
+    if n_nan:
+        max_abs = max_rel = math.inf
+    if not n_bad:
+        return True, max_abs, max_rel, ""
+    assert first is not None
+    where = [int(i) for i in torch.unravel_index(torch.tensor(first), tuple(ref.shape))]
+    unwritten = f" ({n_nan} NaN: never written)" if n_nan else ""
+    why = (
+        f"{n_bad} of {o.numel()} elements wrong{unwritten}; first at {where}: got "
+        f"{float(o[first])}, expected {float(r[first])} (atol {atol}, rtol {rtol})"
+    )
+    return False, max_abs, max_rel, why
+
+
+CHUNK = 1 << 25  # elements compared at once (256 MiB of float64 per temporary)
+
+
+def fingerprint(tensors: list[Any]) -> list[tuple[float, float, int]]:
+    """(sum, sum of |x| weighted by position mod 251, NaN count) of each tensor, in float64
+    chunks: taken of the reference's outputs before the candidate's kernel runs and again
+    after, so a kernel that writes into them (out of bounds) is caught, not compared
+    against its own writes."""
+    import torch
+
+    out = []
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            out.append((0.0, 0.0, 0))
+            continue
+        flat = t.reshape(-1)
+        s = w = 0.0
+        nan = 0
+        for lo in range(0, flat.numel(), CHUNK):
+            c = flat[lo : lo + CHUNK].double()
+            pos = torch.arange(lo, lo + c.numel(), device=c.device) % 251 + 1
+            nan += int(torch.isnan(c).sum())
+            c = torch.nan_to_num(c, nan=0.0)
+            s += float(c.sum())
+            w += float((c.abs() * pos).sum())
+        out.append((s, w, nan))
+    return out
+
+
+def load_task_text(path: str, text: str) -> Any:
+    """The task file's text (sent by the parent: the sandboxed child cannot read the
+    caller's files) executed as a module named `path` (trusted, as `tasks.load_module`)."""
+    module = _load_variant(path, text)
+    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not hasattr(module, n)]
+    if missing:
+        raise ConfigError(f"task file {path} lacks {', '.join(missing)}")
+    return module
 
 
 def _timing(
@@ -340,7 +553,15 @@ class UnseenTrial(NamedTuple):
 
 
 def unseen_trial(
-    task_file: str, module: Any, model: Any, seed: int, init_seed: int, dtype: str, device: str
+    task_file: str,
+    module: Any,
+    model: Any,
+    seed: int,
+    init_seed: int,
+    dtype: str,
+    device: str,
+    text: str | None = None,
+    avoid: list[dict[str, int]] | None = None,
 ) -> UnseenTrial | None:
     """Inputs at sizes other than the task's, and the Model's outputs on them, or None
     where no size of the task file can change.
@@ -351,12 +572,14 @@ def unseen_trial(
     (the candidate is built as for the other trials, so its weights match), `get_inputs()`
     gives tensors of other shapes, and the Model runs on them without a warning. All chosen
     constants are tried at once, then one at a time, keeping those that pass. The task file
-    is trusted (the user's reference); the candidate is told nothing of the variant."""
+    is trusted (the user's reference); the candidate is told nothing of the variant.
+    `text`: the task file's text (else read from `task_file`); `avoid`: size sets of earlier
+    variants ({name: new size}) this one must differ from."""
     import torch
 
     from argus_plugins.kernels.kernelbench import reference
 
-    text = Path(task_file).read_text()
+    text = Path(task_file).read_text() if text is None else text
     rng = random.Random(seed)
     consts = [(k, n, unseen_size(n.value, rng)) for k, n in _size_constants(ast.parse(text))]
     consts = [(k, n, v) for k, n, v in consts if v is not None]
@@ -364,7 +587,8 @@ def unseen_trial(
         return None
     init = list(module.get_init_inputs())
     shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    base = reference.make_inputs(module, seed, dtype, device)
+    base = reference.make_inputs(module, seed, dtype, "meta")  # the task's shapes only
+    seen = [dict(a) for a in avoid or []]
 
     def attempt(chosen: list[tuple[str, ast.Constant, int]]) -> UnseenTrial | None:
         lines = text.splitlines(keepends=True)
@@ -373,6 +597,8 @@ def unseen_trial(
         ):
             i = node.lineno - 1
             lines[i] = lines[i][: node.col_offset] + str(value) + lines[i][node.end_col_offset :]
+        if {k: v for k, _, v in chosen} in seen:
+            return None
         try:
             variant = _load_variant(str(task_file), "".join(lines))
             if not _same(list(variant.get_init_inputs()), init):

@@ -3,7 +3,9 @@
 Unbound (as registered) the family only knows its name; `bind(kernel_cfg, dsl)` binds it to
 the task `kernel.task` under `kernel.path` and to its candidate: `kernel.source=FILE` (a DSL
 module, or a KernelBench-style ModelNew file, told apart by a `class ModelNew`), else the
-DSL kernel a template emits for the task's graph (`match.py`). Binding also fills the run's
+DSL kernel a template emits for the task's graph (`match.py`), or the program of several
+kernels it emits (`entries` names them in launch order; each is verified, lowered and
+compiled by the pipeline, and `check` launches them all by the emission's plan). Binding also fills the run's
 `kernel.tiles`, `kernel.shape` and `kernel.check_shapes` from the task, so the planners
 search the template's tile sizes.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +66,14 @@ class KernelBenchFamily(FamilyBase):
         self.init_seed = DEFAULT_INIT_SEED
         self._text = ""
         self._gm: Any = None
+
+    @property
+    def entries(self) -> tuple[str, ...]:
+        """The kernels of the candidate: the emitted program's (`match.Emission.entries`,
+        in launch order), else the one `entry`."""
+        if self.emission is not None and self.emission.entries:
+            return tuple(self.emission.entries)
+        return (self.entry,)
 
     # ------------------------------------------------------------------ binding a task
     def bind(self, kernel_cfg: Any, dsl: DSLFrontend) -> KernelBenchFamily:
@@ -120,12 +131,15 @@ class KernelBenchFamily(FamilyBase):
                 )
             bound.emission = match.match(bound._gm, bound.task.key)
             bound._text = bound.emission.source
+            bound.entry = bound.emission.entry  # a program's: its last kernel
             bound.binding = bound.emission.binding
             shape, tiles = dict(bound.emission.shape), dict(bound.emission.tiles)
-            if scale is not None and "BP" in tiles:
+            if scale is not None:
                 # a scaled task runs in the interpreter, whose cost is per program: the
-                # largest position block first (fewest programs)
-                tiles["BP"] = sorted(tiles["BP"], reverse=True)
+                # largest position block first (fewest programs); a program's are k<i>_BP
+                for name in tiles:
+                    if name == "BP" or name.endswith("_BP"):
+                        tiles[name] = sorted(tiles[name], reverse=True)
         with read_write(kernel_cfg):
             if not kernel_cfg.get("tiles"):
                 kernel_cfg.tiles = tiles
@@ -168,8 +182,26 @@ class KernelBenchFamily(FamilyBase):
         return sum(f for _, f, _ in costs.op_counts(self._gm, self.dtype)) if self._gm else 0.0
 
     def bytes(self, shape: dict[str, int], dtype: str) -> float:
-        """Inputs, parameters and output moved once: what a fused kernel must move."""
-        return costs.fused_bytes(self._gm, dtype) if self._gm is not None else 0.0
+        """Inputs, parameters and output moved once: what a fused kernel must move; a
+        program also writes each intermediate buffer once and reads it back once."""
+        if self._gm is None:
+            return 0.0
+        total = costs.fused_bytes(self._gm, dtype)
+        if self.emission is not None and self.emission.entries:
+            from argus_core.evaluate.dtypes import torch_dtype
+
+            plan = self.emission.binding.get(match.PROGRAM, {})
+            shapes = [
+                list(n.meta["tensor_meta"].shape)
+                for n in self._gm.graph.nodes
+                if n.op == "placeholder" and "tensor_meta" in n.meta
+            ]
+            size = torch_dtype(dtype).itemsize
+            for extents in plan.get("buffers", {}).values():
+                ext = [eval(e, {"__builtins__": {}}, {"s": shapes}) if isinstance(e, str) else e
+                       for e in extents]  # noqa: S307  # fmt: skip
+                total += 2.0 * math.prod(int(v) for v in ext) * size
+        return total
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return reference.tolerance(dtype)
@@ -180,6 +212,8 @@ class KernelBenchFamily(FamilyBase):
         the kernel's tensors and row views (`emission_spec`); none for other entries, or
         where the graph has an op the spec rules lack or a view they cannot express."""
         if self.emission is None or self._gm is None or entry != self.emission.entry:
+            return []
+        if self.emission.entries:  # a program: no spec of one kernel's part of the graph yet
             return []
         try:
             return [({}, emission_spec(self._gm, self.emission))]
@@ -193,12 +227,17 @@ class KernelBenchFamily(FamilyBase):
     def check(
         self, lowered: list[LoweredKernel], policy: Policy, run: CheckRun
     ) -> CorrectnessReport:
-        """A DSL candidate's lowered kernel checked against the task's Model."""
-        if len(lowered) != 1:
-            raise ConfigError(f"a kernelbench DSL candidate is one kernel, got {len(lowered)}")
+        """A DSL candidate's lowered kernel (a program's kernels, in launch order: the
+        binding's launch plan names them) checked against the task's Model."""
+        want = len(self.entries) if self.kind == "dsl" and self.emission is not None else 1
+        if len(lowered) != want:
+            raise ConfigError(
+                f"a kernelbench DSL candidate of task {self._need_task().key} is {want} "
+                f"kernel(s) ({', '.join(self.entries)}), got {len(lowered)}"
+            )
         candidate = {
             "kind": "dsl",
-            "kernels": [lowered[0].to_dict()],
+            "kernels": [k.to_dict() for k in lowered],
             "binding": self.binding,
             "constexprs": dict(policy.tiles),
             "compiler": dict(policy.compiler),
@@ -285,6 +324,13 @@ def emission_spec(gm: Any, emission: match.Emission) -> Any:
     views ("2d", "1d"). CannotDerive / ValueError where it cannot be written."""
     from argus_core.spec import spec_of_graph
 
+    if emission.entries:
+        n_in = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+        spec_of_graph(gm, [f"in{i}" for i in range(n_in)])  # the graph's own reason first
+        raise ConfigError(
+            f"a program of {len(emission.entries)} kernels: the spec is written per kernel "
+            "only for one-kernel emissions"
+        )
     names: dict[str, tuple[str, ...]] = {}
     views: dict[str, str] = {}
     for kname, src in emission.binding.items():

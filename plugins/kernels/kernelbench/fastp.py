@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from argus_core.errors import ConfigError
 from argus_plugins.kernels.kernelbench import tasks
@@ -33,10 +33,19 @@ class TaskOutcome:
     # how far the task got: "capture" failed, "template" (no lowering), "verify" (a candidate
     # was lowered but none verified), "correctness" (verified, none correct), or "done"
     reached: str = "done"
+    # torch.compile(Model) timed beside the eager Model (GPU only), and why it is missing
+    compile_ms: float | None = None
+    # re-checks of the best kernel at sizes the search never saw: "2/2" passed, "" none ran
+    unseen: str = ""
+    unseen_sizes: list = field(default_factory=list)  # [{"sizes", "ok", "error"}]
 
     @property
     def speedup(self) -> float | None:
         return self.torch_ms / self.ms if self.ms and self.torch_ms else None
+
+    @property
+    def compile_speedup(self) -> float | None:
+        return self.compile_ms / self.ms if self.ms and self.compile_ms else None
 
 
 def fast_p(outcomes: list[TaskOutcome], p: float) -> float:
@@ -93,7 +102,18 @@ def evaluate_task(
             task, False, note=str(why)[:80], reached="correctness" if verified else "verify"
         )
     t = best.timing
-    return TaskOutcome(task, True, t.ms, t.baseline_ms, t.estimated, best.candidate.policy.key())
+    unseen = list(best.correctness.unseen) if best.correctness is not None else []
+    compiled = [v for k, v in (t.baselines or {}).items() if k.startswith("torch.compile")]
+    note = best.candidate.policy.key()
+    why_not = (best.correctness.timing or {}).get("compile_error") if best.correctness else None
+    if why_not:
+        note += f" (no torch.compile time: {why_not})"
+    return TaskOutcome(
+        task, True, t.ms, t.baseline_ms, t.estimated, note,
+        compile_ms=compiled[0] if compiled else None,
+        unseen=f"{sum(bool(u.get('ok')) for u in unseen)}/{len(unseen)}" if unseen else "",
+        unseen_sizes=unseen,
+    )  # fmt: skip
 
 
 def render(outcomes: list[TaskOutcome], p: float) -> str:

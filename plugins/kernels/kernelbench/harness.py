@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -75,7 +76,8 @@ def compute_guard() -> Any:
     return ComputeGuard()
 
 
-VIEWS = ("2d", "1d", "n1s", "ngsc:G", "w_conv:G", "w_convT:G", "go:G")
+VIEWS = ("2d", "1d", "n1s", "ngsc:G", "w_conv:G", "w_convT:G", "go:G", "rows:K", "mid:D",
+         "gns:G")  # fmt: skip
 
 
 def _view(t: Any, how: str | None) -> Any:
@@ -83,7 +85,11 @@ def _view(t: Any, how: str | None) -> Any:
     "2d" rows [-1, last], "1d" flat, "n1s" [N, 1, -1]; for a convolution of G channel groups, "ngsc:G" the
     channels-last [N, G, S, C/G] of an [N, C, *S] activation (strided), "w_conv:G" a conv
     weight [OC, C/G, *k] as [taps, G, C/G, OC/G], "w_convT:G" a transposed conv's
-    [C, OC/G, *k] as [taps, G, C/G, OC/G], "go:G" a per-channel vector as [G, C/G]."""
+    [C, OC/G, *k] as [taps, G, C/G, OC/G], "go:G" a per-channel vector as [G, C/G];
+    "rows:K" rows of the last K dims [-1, prod(last K)], "gns:G" an [N, C, *S] activation
+    as the strided [G, C/G, N, S] (a channel group's samples side by side), "mid:D" a
+    tensor as [prod(shape[:D]), shape[D], prod(shape[D + 1:])] (a reduction over its middle
+    dim D)."""
     if how == "2d":
         return t.reshape(-1, t.shape[-1]) if t.dim() else t.reshape(1, 1)
     if how == "1d":
@@ -91,6 +97,12 @@ def _view(t: Any, how: str | None) -> Any:
     if how == "n1s":
         return t.view(t.shape[0], 1, -1)
     name, _, g = (how or "").partition(":")
+    if name == "rows" and g.isdigit() and 0 < int(g) <= t.dim():  # the last K dims as one
+        return t.reshape(-1, math.prod(t.shape[t.dim() - int(g) :]))
+    if name == "mid" and g.isdigit() and 0 < int(g) < t.dim() - 1:  # [A, shape[D], B]
+        return t.reshape(math.prod(t.shape[: int(g)]), t.shape[int(g)], -1)
+    if name == "gns" and g.isdigit() and int(g) > 0:  # [N, C, *S] as [G, C / G, N, S]
+        return t.reshape(t.shape[0], int(g), t.shape[1] // int(g), -1).permute(1, 2, 0, 3)
     if name in ("ngsc", "w_conv", "w_convT", "go") and g.isdigit() and int(g) > 0:
         g_ = int(g)
         if name == "ngsc":
@@ -105,8 +117,73 @@ def _view(t: Any, how: str | None) -> Any:
     return t
 
 
+PROGRAM = "@program"  # a program's launch plan in a binding (`match.PROGRAM`)
+
+
+def _guarded(n: int, dtype: Any, device: Any) -> tuple[Any, Any]:
+    """(buffer, the n elements between its two poisoned guard regions of GUARD_ELEMS)."""
+    import torch
+
+    buf = torch.empty(n + 2 * GUARD_ELEMS, dtype=dtype, device=device)
+    poison(buf)
+    return buf, buf[GUARD_ELEMS : GUARD_ELEMS + n]
+
+
+def _check_guards(buf: Any, n: int, what: str) -> None:
+    """OutOfBounds when a guard region of `buf` (holding n elements) changed."""
+    import torch
+
+    guards = torch.cat([buf[:GUARD_ELEMS], buf[GUARD_ELEMS + n :]])
+    clean = guards.isnan() if guards.is_floating_point() else guards == guards.min()
+    if not bool(clean.all()) or (
+        not guards.is_floating_point() and int(guards.min()) != torch.iinfo(guards.dtype).min
+    ):
+        raise OutOfBounds(f"the kernel wrote outside {what} (a guard region changed)")
+
+
+def _bound(binding: dict[str, dict[str, Any]], inputs: list[Any], params: dict[str, Any],
+           out: Any, buffers: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """Each kernel tensor as its binding says, through its view."""
+    tensors = {}
+    for name, b in binding.items():
+        src = b["from"]
+        if src == "output":
+            t = out
+        elif src == "input":
+            t = inputs[b["index"]]
+            if not hasattr(t, "dim"):  # a number forward argument: one element (lower_more)
+                import torch
+
+                t = torch.full((1,), float(t), dtype=out.dtype, device=out.device)
+        elif src == "param":
+            t = params[b["attr"]]
+        elif src == "buffer":
+            t = buffers[b["name"]]
+        else:
+            raise ValueError(
+                f"tensor {name!r} binds from {src!r}; valid: input, param, output, buffer"
+            )
+        if b.get("shape") is not None:  # a program's buffer (or output) seen reshaped
+            t = t.view(buffer_shape(b["shape"], inputs))
+        tensors[name] = _view(t, b.get("view"))
+    return tensors
+
+
+def buffer_shape(shape: list[Any], inputs: list[Any]) -> tuple[int, ...]:
+    """A program buffer's extents: ints, or expressions over the inputs' shapes `s[i][d]`
+    (match emits them, so a buffer follows the sizes of each call's inputs)."""
+    s = [list(x.shape) if hasattr(x, "shape") else [] for x in inputs]
+    out = []
+    for e in shape:
+        v = eval(e, {"__builtins__": {}}, {"s": s}) if isinstance(e, str) else e  # noqa: S307
+        if not isinstance(v, int) or v < 0:
+            raise ValueError(f"buffer extent {e!r} is {v!r} for inputs of shapes {s}")
+        out.append(v)
+    return tuple(out)
+
+
 def dsl_runner(
-    lowered: LoweredKernel,
+    lowered: LoweredKernel | list[LoweredKernel],
     binding: dict[str, dict[str, Any]],
     params: dict[str, Any],
     constexprs: dict[str, int],
@@ -117,35 +194,49 @@ def dsl_runner(
     {"from": "param", "attr": "fc.weight"} (from `params`) | {"from": "output"}, plus
     "view": "2d" | "1d" to pass a row-major reshaped view). The output sits between two
     poisoned guard regions of GUARD_ELEMS elements; a kernel that writes into either
-    raises OutOfBounds."""
-    import torch
+    raises OutOfBounds.
 
-    fn = load_kernel(lowered)
+    A program of several kernels (`lowered` a list, `binding[PROGRAM]` its plan:
+    {"launches": [{"entry", "binding"}], "buffers": {name: extents}}) launches each kernel
+    in order; a tensor bound {"from": "buffer", "name": t} is the intermediate `t`,
+    allocated per call (the output's dtype), poisoned and guarded like the output; "shape"
+    (extents, as `buffer_shape` reads them) views a buffer or the output reshaped."""
+    kernels = list(lowered) if isinstance(lowered, list | tuple) else [lowered]
+    plan = binding.get(PROGRAM)
+    if plan is None:
+        if len(kernels) != 1:
+            raise ValueError(f"{len(kernels)} kernels but no launch plan ({PROGRAM!r})")
+        launches = [{"entry": kernels[0].name, "binding": binding}]
+        buffer_shapes: dict[str, list[Any]] = {}
+    else:
+        launches, buffer_shapes = list(plan["launches"]), dict(plan["buffers"])
+    by_name = {k.name: k for k in kernels}
+    missing = [ln["entry"] for ln in launches if ln["entry"] not in by_name]
+    if missing:
+        raise ValueError(f"the launch plan runs {missing}; kernels given: {sorted(by_name)}")
+    fns = {name: load_kernel(k) for name, k in by_name.items()}
 
     def run(inputs: list[Any], like: Any) -> Any:
         n = like.numel()
-        buf = torch.empty(n + 2 * GUARD_ELEMS, dtype=like.dtype, device=like.device)
-        poison(buf)
-        out = buf[GUARD_ELEMS : GUARD_ELEMS + n].view(like.shape)
-        tensors = {}
-        for name, b in binding.items():
-            src = b["from"]
-            t = (
-                out
-                if src == "output"
-                else inputs[b["index"]]
-                if src == "input"
-                else params[b["attr"]]
-            )
-            tensors[name] = _view(t, b.get("view"))
-        args, grid = launch_args(lowered, tensors, constexprs)
-        fn[grid](*args, **compiler)
-        guards = torch.cat([buf[:GUARD_ELEMS], buf[GUARD_ELEMS + n :]])
-        clean = guards.isnan() if guards.is_floating_point() else guards == guards.min()
-        if not bool(clean.all()) or (
-            not guards.is_floating_point() and int(guards.min()) != torch.iinfo(guards.dtype).min
-        ):
-            raise OutOfBounds("the kernel wrote outside its output (a guard region changed)")
+        buf, flat = _guarded(n, like.dtype, like.device)
+        out = flat.view(like.shape)
+        held = {}
+        buffers = {}
+        for name, shape in buffer_shapes.items():
+            ext = buffer_shape(shape, inputs)
+            size = 1
+            for e in ext:
+                size *= e
+            held[name] = _guarded(size, like.dtype, like.device)
+            buffers[name] = held[name][1].view(ext)
+        for ln in launches:
+            k = by_name[ln["entry"]]
+            tensors = _bound(ln["binding"], inputs, params, out, buffers)
+            args, grid = launch_args(k, tensors, constexprs)
+            fns[ln["entry"]][grid](*args, **compiler)
+        _check_guards(buf, n, "its output")
+        for name, (b, t) in held.items():
+            _check_guards(b, t.numel(), f"buffer {name}")
         return out
 
     return run

@@ -1,4 +1,4 @@
-"""The offline front from a task's PyTorch graph to one DSL kernel: capture the task's Model
+"""The offline front from a task's PyTorch graph to DSL kernels: capture the task's Model
 (`argus_core.frontend.capture`, on meta tensors), recognise a supported shape of program,
 and emit a DSL kernel from `templates/` with every op written by the op library below
 (`ELEMENTWISE`, `REDUCTIONS`, `ROW_OPS`: one entry per op, its numerical concern beside it).
@@ -11,6 +11,10 @@ Programs (each op may be a torch function, a tensor method, an F.* call or an nn
   rowprog  any mix of library ops, last-dim reductions (sum, mean, amax/max, amin/min,
            logsumexp, 1-/2-norms) and softmax/log_softmax over [..., N] rows, [N] vectors
            broadcast (RMS/L1/L2 norms, LayerNorm written out, softmax variants)
+  program  a graph one kernel cannot hold (a pooling, a norm or a spatial reduction after a
+           convolution, two GEMMs, ...): several of the above, one DSL module of kernels
+           kb_k0.. with a launch plan, intermediates in launcher-allocated buffers
+           (`_program`, at the end of this module)
 Anything else raises NoTemplate naming the task and its ops.
 """
 
@@ -24,6 +28,31 @@ from pathlib import Path
 from typing import Any
 
 from argus_core.errors import ConfigError
+
+# Lowerings that live in modules of their own (lower_more: scans, norms, losses, batched
+# products, attention): each is asked first and returns an Emission or None when the graph
+# is not its shape. They register themselves on import (`register`); the package's
+# __init__ imports them, so they are in place before any `match` call, and this module
+# never imports them (the import graph stays one-way: lower_more -> match).
+LOWERINGS: list[Callable[..., Any]] = []
+
+
+def register(lowering: Callable[..., Any]) -> Callable[..., Any]:
+    """Add a lowering `f(gm, ops, inputs, result, task, names) -> Emission | None`."""
+    if lowering not in LOWERINGS:
+        LOWERINGS.append(lowering)
+    return lowering
+
+
+def _registered(
+    gm: Any, ops: list[Any], inputs: list[Any], result: Any, task: str, names: list[str]
+) -> Any:
+    for lowering in LOWERINGS:
+        em = lowering(gm, ops, inputs, result, task, names)
+        if em is not None:
+            return em
+    return None
+
 
 TEMPLATES = Path(__file__).with_name("templates")
 ENTRY = "kb_kernel"
@@ -47,6 +76,9 @@ class Emission:
     binding: dict[str, dict[str, Any]]  # kernel tensor -> where it comes from (harness.dsl_runner)
     shape: dict[str, int]  # the kernel's dims, for the cost model
     ops: list[str] = field(default_factory=list)
+    # a program of several kernels (`_program`): every @kernel of `source`, in launch order
+    # (`entry` is the last); the launch plan is `binding[PROGRAM]`. Empty for one kernel.
+    entries: tuple[str, ...] = ()
 
 
 @dataclass
@@ -255,7 +287,8 @@ def _function_kinds() -> dict[Any, str]:
         torch.sum: "sum", torch.mean: "mean", torch.amax: "amax", torch.amin: "amin",
         torch.logsumexp: "logsumexp", torch.max: "max", torch.min: "min", torch.norm: "norm",
         torch.cumsum: "cumsum", operator.getitem: "getitem", torch.argmax: "argmax",
-        torch.argmin: "argmin",
+        torch.argmin: "argmin", F.adaptive_avg_pool1d: "adaptive_avg_pool",
+        F.adaptive_avg_pool2d: "adaptive_avg_pool", F.adaptive_avg_pool3d: "adaptive_avg_pool",
     }  # fmt: skip
 
 
@@ -272,7 +305,9 @@ MODULE_KINDS = {"Linear": "linear", "ReLU": "relu", "ReLU6": "relu6", "Sigmoid":
                 "ConvTranspose1d": "conv_transpose", "ConvTranspose2d": "conv_transpose",
                 "ConvTranspose3d": "conv_transpose", "MaxPool1d": "max_pool",
                 "MaxPool2d": "max_pool", "MaxPool3d": "max_pool", "AvgPool1d": "avg_pool",
-                "AvgPool2d": "avg_pool", "AvgPool3d": "avg_pool"}  # fmt: skip
+                "AvgPool2d": "avg_pool", "AvgPool3d": "avg_pool",
+                "AdaptiveAvgPool1d": "adaptive_avg_pool", "AdaptiveAvgPool2d": "adaptive_avg_pool",
+                "AdaptiveAvgPool3d": "adaptive_avg_pool"}  # fmt: skip
 METHOD_KINDS = {m: m for m in ("relu", "sigmoid", "tanh", "softmax", "log_softmax", "sum", "mean",
                                "add", "sub", "mul", "div", "matmul", "neg", "cumsum", "clamp",
                                "clamp_min", "clamp_max", "exp", "log", "sqrt", "rsqrt", "abs",
@@ -373,11 +408,26 @@ def ops_of(gm: Any) -> list[Op]:
         elif op.kind == "getitem":
             op.params = {"index": args[1] if len(args) > 1 else None}
             op.args = args[:1]
+        elif op.kind == "unknown:getattr" and args[1:2] in (["values"], ["indices"]):
+            # `torch.max(x, dim).values`: the named field of (values, indices)
+            op.kind, op.params, op.args = "getitem", {"index": int(args[1] == "indices")}, args[:1]
+        elif op.kind == "adaptive_avg_pool":  # to one element per channel: a spatial mean
+            size = mod.output_size if mod is not None else (args[1:2] or [kw.get("output_size")])[0]
+            sizes = size if isinstance(size, list | tuple) else [size]
+            rank = len(_shape(args[0])) if args else 0
+            if rank >= 3 and all(v == 1 for v in sizes):
+                op.kind, op.dim, op.keepdim = "mean", tuple(range(2, rank)), True
+            op.args = args[:1]
         out.append(op)
     return out
 
 
+_VIRTUAL: dict[Any, tuple[int, ...]] = {}  # node -> the shape a lowering sees (`_virtual`)
+
+
 def _shape(node: Any) -> tuple[int, ...]:
+    if _VIRTUAL and _is_node(node) and node in _VIRTUAL:
+        return _VIRTUAL[node]
     meta = node.meta.get("tensor_meta") if _is_node(node) else None
     return tuple(meta.shape) if meta is not None and hasattr(meta, "shape") else ()
 
@@ -439,8 +489,14 @@ def _chain(ops: list[Op], env: dict[Any, str], operand: Any, vector: Any = None)
 
 def _param_binding(gm: Any, node: Any) -> dict[str, Any] | None:
     """{"from": "param", ...} for a get_attr node naming a parameter or buffer, else None."""
+    if _is_node(node) and node.op == "call_method" and node.target in RESHAPES and node.args:
+        return _param_binding(gm, node.args[0])  # `self.bias.view(1, -1, 1, 1)`: the same data
     if _is_node(node) and node.op == "get_attr":
-        return {"from": "param", "attr": str(node.target)}
+        # a parameter or buffer of the Model (the launcher passes those); not a tensor fx
+        # made while tracing (`torch.tensor(c)` of a Model attribute: `_tensor_constant0`)
+        names = {k for k, _ in gm.named_parameters()} | {k for k, _ in gm.named_buffers()}
+        if str(node.target) in names and not str(node.target).startswith("_tensor_constant"):
+            return {"from": "param", "attr": str(node.target)}
     return None
 
 
@@ -538,7 +594,7 @@ def _row_lines(
                     "log_softmax": f"{x} - {out}_m[:, None] - al.log({out}_s)[:, None]",
                 }[op.kind]
             shape = "full" if op.kind in ROW_OPS else "row"
-            if shape == "row" and _shape(op.node) not in row_shapes:
+            if shape == "row" and not op.tuple_out and _shape(op.node) not in row_shapes:
                 raise NoTemplate(f"{op.kind} gives shape {_shape(op.node)}, not rows of {full}")
         elif op.kind in ELEMENTWISE:
             vals = [operand(a) for a in op.args]
@@ -571,6 +627,10 @@ def _rowprog(gm, ops, inputs, result, task, names) -> Emission:
     full = _shape(first) if _is_node(first) else ()
     if not full:
         raise NoTemplate("a row program starts from a tensor operand")
+    if full[-1] == 1:  # per-row values ([M, 1], a reduced buffer) broadcast over wider rows
+        wider = [_shape(a) for o in ops for a in o.args
+                 if _is_node(a) and _shape(a)[:-1] == full[:-1] and _shape(a)[-1] > 1]  # fmt: skip
+        full = wider[0] if wider else full
     rank, n = len(full), full[-1]
     rows = math.prod(full[:-1])
     env: dict[Any, tuple[str, str]] = {}  # node -> (name, "full" | "row")
@@ -606,6 +666,12 @@ def _rowprog(gm, ops, inputs, result, task, names) -> Emission:
             binding[name] = {**src, "view": "1d"}
             loads.append(f"    {name}_t = al.load({name}.tile(BN)[0]).to(al.f32)[None, :]\n")
             env[node] = (f"{name}_t", "full")
+        elif n > 1 and shape == full[:-1] + (1,):  # one value per row
+            name = f"rv{len(params)}"
+            params.append(f'{name}: al.Tensor["M"]')
+            binding[name] = {**src, "view": "1d"}
+            loads.append(f"    {name}_t = al.load({name}.tile(ROWS)[pm]).to(al.f32)\n")
+            env[node] = (f"{name}_t", "row")
         else:
             raise NoTemplate(
                 f"operand {node} of shape {shape} is neither [..., {n}] rows nor an [{n}] vector"
@@ -644,10 +710,29 @@ def match(gm: Any, task: str) -> Emission:
     result = output.args[0]
     # identities (clone, detach, contiguous, Dropout and Identity in eval) are aliases
     alias: dict[Any, Any] = {}
+    tuples: set[Any] = set()
+    meta: set[Any] = set()
     kept = []
     for o in ops:
         o.args = [alias.get(a, a) if _is_node(a) else a for a in o.args]
+        if o.kind == "unknown:getattr" and o.args[1:2] in (["device"], ["dtype"], ["shape"]):
+            meta.add(o.node)  # `x.device`, `x.shape`: metadata (a view's extents), no data
+            continue
+        if o.kind == "unknown:.size" or (o.kind == "getitem" and o.node.args[0] in meta):
+            meta.add(o.node)  # `b, c, d, h, w = x.shape`
+            continue
+        if o.kind == "unknown:tensor" and o.args and _const(o.args[0]) is not None:
+            alias[o.node] = float(o.args[0])  # `torch.tensor(0.5, device=...)`: a constant
+            continue
+        if _is_reshape(o) and _param_binding(gm, o.node) is not None:
+            continue  # a view of a parameter: an operand read through the parameter's data
         if o.kind == "identity" and o.args and _is_node(o.args[0]):
+            alias[o.node] = o.args[0]
+        elif _reduces_ones(o):  # a keepdim reduction over extents of 1 changes nothing
+            alias[o.node] = o.args[0]
+            if o.tuple_out:  # its (values, indices)[0] is the values
+                tuples.add(o.node)
+        elif o.kind == "getitem" and o.node.args[0] in tuples and o.params.get("index") == 0:
             alias[o.node] = o.args[0]
         else:
             kept.append(o)
@@ -655,54 +740,74 @@ def match(gm: Any, task: str) -> Emission:
     result = alias.get(result, result) if _is_node(result) else result
     why = ""
     try:
-        # lowerings kept in their own module (scans, norms, losses, batched products, ...):
-        # each returns an Emission or None when the graph is not its shape
-        from argus_plugins.kernels.kernelbench import lower_more
-
-        more = lower_more.match_more(gm, ops, inputs, result, task, names)
+        # lowerings kept in their own modules (scans, norms, losses, batched products, ...)
+        more = _registered(gm, ops, inputs, result, task, names)
         if more is not None:
             return more
-        if ops and not isinstance(result, tuple | list):
-            first = ops[0].kind
-            if first in ("conv", "conv_transpose"):
-                return _conv(gm, ops, inputs, result, task, names)
-            if first in ("max_pool", "avg_pool"):
-                return _pool(gm, ops, inputs, result, task, names)
-            if first in ("matmul", "linear") or (
-                first == "transpose" and any(o.kind in ("matmul", "linear") for o in ops)
-            ):
-                return _matmul(gm, ops, inputs, result, task, names)
-            x0 = ops[0].args[0] if ops[0].args else None
-            if (first in ("softmax", "sum", "mean") and len(ops) == 1 and x0 in inputs
-                    and _is_last_dim(ops[0].dim, len(_shape(x0))) and not ops[0].keepdim):  # fmt: skip
-                return _rowwise(ops[0], inputs, task, names)
-            if len(ops) <= 2 and first in ("sum", "mean", "amax", "amin", "argmax", "argmin") \
-                    and ops[0].dim in (1, -2) \
-                    and len(_shape(ops[0].args[0])) == 3:  # fmt: skip
-                if len(ops) == 1 or (ops[1].kind == "getitem" and ops[1].params.get("index") == 0):
-                    return _midreduce(ops[0], inputs, task, names)
-            x0_ = ops[0].args[0] if ops[0].args else None
-            if len(_shape(x0_)) >= 3 and any(
-                (o.kind in REDUCTIONS or o.kind in ROW_OPS) and o.dim in (1, 1 - len(_shape(x0_)))
-                or (o.kind == "batch_norm" and o.module is not None
-                    and type(o.module).__name__ != "BatchNorm1d")
-                for o in ops
-            ):  # fmt: skip
-                return _chanprog(gm, ops, inputs, result, task, names)
-            if ops[-1].kind in ("sum", "mean") and ops[-1].dim is None and result is ops[-1].node \
-                    and all(o.kind in ELEMENTWISE for o in ops[:-1]):  # fmt: skip
-                return _fullreduce(ops, inputs, result, task, names)
-            if all(o.kind in ELEMENTWISE for o in ops):
-                return _elementwise(ops, inputs, result, task, names)
-            if all(o.kind in ELEMENTWISE or o.kind in REDUCTIONS or o.kind in ROW_OPS
-                   or o.kind == "getitem" for o in ops):  # fmt: skip
-                return _rowprog(gm, ops, inputs, result, task, names)
+        return _one_kernel(gm, ops, inputs, result, task, names)
     except NoTemplate as exc:
         why = f" ({exc})"
+    # one kernel cannot hold the graph: a program of several, cut where fusion stops
+    if _cuts(ops) or any(_is_reshape(o) for o in ops):
+        try:
+            return _program(gm, ops, inputs, result, task, names)
+        except NoTemplate as exc:
+            why = f"{why[:-1]}; as a program of kernels: {exc})"
     raise NoTemplate(
         f"no template matches task {task} (ops: {', '.join(names) or 'none'}){why}; give "
         "kernel.source=FILE or use an LLM (planner.options.llm=true)"
     )
+
+
+def _reduces_ones(op: Op) -> bool:
+    """A keepdim sum, mean, max, min or logsumexp over dims that all have extent 1."""
+    if op.kind not in ("sum", "mean", "amax", "amin", "logsumexp") or not op.keepdim:
+        return False
+    if not op.args or not _is_node(op.args[0]):
+        return False
+    shape = _shape(op.args[0])
+    return bool(shape) and all(shape[d] == 1 for d in _dims_of(op, len(shape)))
+
+
+def _one_kernel(gm, ops, inputs, result, task, names) -> Emission:
+    """The one-kernel Emission of `ops` (graph inputs `inputs`, value `result`) from this
+    module's templates, or NoTemplate saying why none fits."""
+    if ops and not isinstance(result, tuple | list):
+        first = ops[0].kind
+        if first in ("conv", "conv_transpose"):
+            return _conv(gm, ops, inputs, result, task, names)
+        if first in ("max_pool", "avg_pool"):
+            return _pool(gm, ops, inputs, result, task, names)
+        if first in ("matmul", "linear") or (
+            first == "transpose" and any(o.kind in ("matmul", "linear") for o in ops)
+        ):
+            return _matmul(gm, ops, inputs, result, task, names)
+        x0 = ops[0].args[0] if ops[0].args else None
+        if (first in ("softmax", "sum", "mean") and len(ops) == 1 and x0 in inputs
+                and _is_last_dim(ops[0].dim, len(_shape(x0))) and not ops[0].keepdim):  # fmt: skip
+            return _rowwise(ops[0], inputs, task, names)
+        if len(ops) <= 2 and first in ("sum", "mean", "amax", "amin", "argmax", "argmin") \
+                and ops[0].dim in (1, -2) \
+                and len(_shape(ops[0].args[0])) == 3:  # fmt: skip
+            if len(ops) == 1 or (ops[1].kind == "getitem" and ops[1].params.get("index") == 0):
+                return _midreduce(ops[0], inputs, task, names)
+        x0_ = ops[0].args[0] if ops[0].args else None
+        if len(_shape(x0_)) >= 3 and any(
+            (o.kind in REDUCTIONS or o.kind in ROW_OPS) and o.dim in (1, 1 - len(_shape(x0_)))
+            or (o.kind == "batch_norm" and o.module is not None
+                and type(o.module).__name__ != "BatchNorm1d")
+            for o in ops
+        ):  # fmt: skip
+            return _chanprog(gm, ops, inputs, result, task, names)
+        if ops[-1].kind in ("sum", "mean") and ops[-1].dim is None and result is ops[-1].node \
+                and all(o.kind in ELEMENTWISE for o in ops[:-1]):  # fmt: skip
+            return _fullreduce(ops, inputs, result, task, names)
+        if all(o.kind in ELEMENTWISE for o in ops):
+            return _elementwise(ops, inputs, result, task, names)
+        if all(o.kind in ELEMENTWISE or o.kind in REDUCTIONS or o.kind in ROW_OPS
+               or o.kind == "getitem" for o in ops):  # fmt: skip
+            return _rowprog(gm, ops, inputs, result, task, names)
+    raise NoTemplate("no one-kernel template fits these ops")
 
 
 def _fill(name: str, **parts: str) -> str:
@@ -723,8 +828,8 @@ def _matmul(gm, ops, inputs, result, task, names) -> Emission:
     transposed: dict[Any, Any] = {}
     while ops[lead].kind == "transpose":
         src = ops[lead].args[0]
-        if src not in inputs or len(_shape(src)) != 2:
-            raise NoTemplate("only transposes of 2-D forward inputs feed the matmul")
+        if (src not in inputs and _param_binding(gm, src) is None) or len(_shape(src)) != 2:
+            raise NoTemplate("only transposes of 2-D forward inputs or parameters feed the matmul")
         transposed[ops[lead].node] = src
         lead += 1
     core, rest = ops[lead], ops[lead + 1 :]
@@ -754,9 +859,14 @@ def _matmul(gm, ops, inputs, result, task, names) -> Emission:
     if core.kind == "matmul":
         b_node = core.args[1]
         b_src = transposed.get(b_node, b_node)
-        if b_src not in inputs or len(_shape(b_node)) != 2:
-            raise NoTemplate("the matmul's right operand must be a 2-D forward input")
-        binding["b"] = {"from": "input", "index": inputs.index(b_src)}
+        b_bind = (
+            {"from": "input", "index": inputs.index(b_src)}
+            if b_src in inputs
+            else _param_binding(gm, b_src)  # `x @ self.weight.T`
+        )
+        if b_bind is None or len(_shape(b_node)) != 2:
+            raise NoTemplate("the matmul's right operand must be a 2-D forward input or parameter")
+        binding["b"] = b_bind
         n = _shape(b_node)[1]
         if b_node in transposed:
             b_param, b_view = 'b: al.Tensor["N", "K"],', "al.permute(b.tile(BN, BK)[pn, k], (1, 0))"
@@ -1277,7 +1387,7 @@ def _chan_epilogue(gm, start, rest, inputs, result, ys, cout, g, binding, bias=N
         src_ = {"from": "input", "index": inputs.index(node)} if node in inputs else None
         src_ = src_ or _param_binding(gm, node)
         shape = _shape(node)
-        if src_ is not None and shape and math.prod(shape) == 1:
+        if src_ is not None and math.prod(shape) == 1:  # a one-element (or 0-d) tensor
             name = f"sc{len(scalars)}"
             scalars.append(name)
             binding[name] = {**src_, "view": "1d"}
@@ -1489,3 +1599,422 @@ def _fullreduce(ops, inputs, result, task, names) -> Emission:
     bc = _np2(c)
     tiles = {"ROWS": [r for r in (4, 1, 2, 8, 16) if r * bc <= 65536] or [1], "BC": [bc]}
     return Emission("fullreduce", source, ENTRY, tiles, binding, {"M": rows, "N": c}, names)
+
+
+# ----------------------------------------------------------------------------- programs
+# A graph one kernel cannot hold (a pooling, a second convolution or linear, a reduction over
+# spatial dims after a convolution: each needs the whole output of what precedes it) is
+# lowered to a program of several kernels: the op chain is cut into segments, each segment
+# lowered by the templates above as if the values it reads from earlier segments were graph
+# inputs, and those values materialized in buffers the launcher allocates. The kernels share
+# one DSL module (entries `kb_k0`, `kb_k1`, ...; the pipeline parses, verifies, lowers and
+# compiles each), their tile constants are namespaced per kernel (`k0_BP`, `k1_BP`) so the
+# planner tunes each, and `binding[PROGRAM]` is the launch plan `harness.dsl_runner` runs.
+PROGRAM = "@program"
+PROGRAM_ENTRY = "kb_k{}"
+MAX_KERNELS = 6
+
+
+def _dims_of(op: Op, rank: int) -> tuple[int, ...]:
+    """The dims a reduction op reduces (every dim for dim=None), normalized, sorted."""
+    if op.dim is None:
+        return tuple(range(rank))
+    dims = op.dim if isinstance(op.dim, list | tuple) else (op.dim,)
+    return tuple(sorted(int(d) % rank for d in dims)) if rank else ()
+
+
+def _starts_kernel(op: Op) -> bool:
+    """Whether a program may start a new kernel at `op`: ops that read the whole output of
+    what precedes them (a window, a product, statistics over spatial dims)."""
+    if op.kind in ("conv", "conv_transpose", "max_pool", "avg_pool", "linear", "matmul"):
+        return True
+    rank = len(_shape(op.args[0])) if op.args else 0
+    if (op.kind == "group_norm" or "Norm" in op.kind) and rank >= 3:  # statistics over S
+        return True
+    return op.kind in REDUCTIONS and rank >= 3 and _dims_of(op, rank) != (1,)
+
+
+def _cuts(ops: list[Op]) -> list[int]:
+    """Where a program may start a kernel (never at the first op, nor after a transpose that
+    feeds the product): before an op that reads the whole of what precedes it, and after
+    any reduction or norm (its value may be broadcast against a tensor of another width)."""
+    return (
+        [
+            i
+            for i, o in enumerate(ops)
+            if i > 0 and _starts_kernel(o) and ops[i - 1].kind != "transpose"
+        ]
+        + [
+            i + (2 if o.tuple_out and ops[i + 1].kind == "getitem" else 1)  # after (values, _)[0]
+            for i, o in enumerate(ops[:-1])
+            if o.kind in REDUCTIONS or (_starts_kernel(o) and "norm" in o.kind.lower())
+        ]
+    )
+
+
+def _reads(op: Op) -> list[Any]:
+    return [a for a in op.args if _is_node(a)]
+
+
+def _segment_result_ok(ops: list[Op], a: int, b: int, result: Any) -> bool:
+    """Whether ops[a:b] has one value the rest of the program reads: no later op (nor the
+    forward's result) reads a value of the segment other than its last."""
+    inner = {o.node for o in ops[a : b - 1]}
+    return result not in inner and not any(n in inner for o in ops[b:] for n in _reads(o))
+
+
+def _lower_segment(gm, seg, inputs, result, task) -> Emission:
+    """One kernel for a segment: the front end's lowerings, then the templates, then a
+    channel program of the segment (elementwise ops over an [N, C, *S] buffer)."""
+    names = [o.kind for o in seg]
+    more = _registered(gm, seg, inputs, result, task, names)
+    if more is not None:
+        return more
+    try:
+        return _one_kernel(gm, seg, inputs, result, task, names)
+    except NoTemplate:
+        x0 = seg[0].args[0] if seg[0].args else None
+        if seg[0].kind in (*REDUCTIONS, "argmax", "argmin") and len(_shape(x0)) >= 3:
+            rank = len(_shape(x0))
+            dims = _dims_of(seg[0], rank)
+            if dims and dims[-1] == rank - 1:
+                return _trail_rows(gm, seg, inputs, result, task)
+            return _mid_rows(gm, seg, inputs, result, task)
+        if len(_shape(x0)) >= 3 and all(
+            o.kind in ELEMENTWISE or o.kind == "batch_norm" for o in seg
+        ):
+            return _chanprog(gm, seg, inputs, result, task, names)
+        raise
+
+
+def _trail_rows(gm, seg, inputs, result, task) -> Emission:
+    """A reduction over the trailing dims a.. of an [N, C, *S] tensor x (a spatial mean,
+    sum or max; `adaptive_avg_pool(x, 1)`), then elementwise ops of its value, of x and of
+    scalars: a row program (`_rowprog`) over x seen as [prod(shape[:a]), prod(shape[a:])]
+    rows (the view "rows:<rank - a>", no copy)."""
+    red = seg[0]
+    x = red.args[0] if red.args else None
+    xs = _shape(x)
+    rank = len(xs)
+    if red.kind not in REDUCTIONS or rank < 3 or x not in inputs:
+        raise NoTemplate("a trailing reduction of an [N, C, *S] tensor starts the kernel")
+    dims = _dims_of(red, rank)
+    a = dims[0]
+    if a < 1 or dims != tuple(range(a, rank)):
+        raise NoTemplate(f"{red.kind} over dims {dims} of {xs}: only trailing dims after the batch")
+    rows, n = math.prod(xs[:a]), math.prod(xs[a:])
+    reduced = {xs[:a], xs[:a] + (1,) * (rank - a)}
+    virtual: dict[Any, tuple[int, ...]] = {}
+    vops = []
+    for o in seg:
+        for node in [o.node, *_reads(o)]:
+            shape = _shape(node)
+            if shape == xs:
+                virtual[node] = (rows, n)
+            elif shape in reduced:
+                virtual[node] = (rows, 1) if len(shape) > a else (rows,)
+            elif node is o.node or math.prod(shape) != 1:
+                raise NoTemplate(f"{o.kind} of shape {shape} is neither x's {xs} nor its rows")
+        if o.kind in REDUCTIONS or o.kind in ROW_OPS:
+            if _dims_of(o, len(_shape(o.args[0]))) != dims:
+                raise NoTemplate(f"{o.kind} over other dims than {dims}")
+            o = Op(o.kind, o.args, o.node, -1, o.keepdim, o.module, o.attr, o.params, o.tuple_out)
+        vops.append(o)
+    _VIRTUAL.update(virtual)
+    try:
+        em = _rowprog(gm, vops, inputs, result, task, [o.kind for o in seg])
+    finally:
+        for node in virtual:
+            _VIRTUAL.pop(node, None)
+    for b in em.binding.values():
+        if b.get("view") == "2d":
+            b["view"] = f"rows:{rank - a}"  # the last rank - a dims as one row
+    return em
+
+
+def _mid_rows(gm, seg, inputs, result, task) -> Emission:
+    """A reduction over one middle dim d of a tensor x (`torch.min(x, dim=2)[0]`, a mean over
+    the depth of [N, C, D, H, W]): the `midreduce` template over x seen as [prod(shape[:d]),
+    shape[d], prod(shape[d + 1:])] (the view "mid:d", no copy)."""
+    red = seg[0]
+    x = red.args[0] if red.args else None
+    xs = _shape(x)
+    rank = len(xs)
+    kinds = ("sum", "mean", "amax", "amin", "argmax", "argmin")
+    if red.kind not in kinds or rank < 3 or x not in inputs:
+        raise NoTemplate("a middle-dim reduction of a tensor starts the kernel")
+    dims = _dims_of(red, rank)
+    if len(dims) != 1 or dims[0] in (0, rank - 1):
+        raise NoTemplate(f"{red.kind} over dims {dims} of {xs}: one middle dim")
+    if len(seg) > 2 or (
+        len(seg) == 2 and (seg[1].kind != "getitem" or seg[1].params.get("index") != 0)
+    ):
+        raise NoTemplate("a middle-dim reduction is a kernel of its own")
+    d = dims[0]
+    virtual = {x: (math.prod(xs[:d]), xs[d], math.prod(xs[d + 1 :]))}
+    vop = Op(red.kind, red.args, red.node, 1, red.keepdim, red.module, red.attr, red.params,
+             red.tuple_out)  # fmt: skip
+    _VIRTUAL.update(virtual)
+    try:
+        em = _midreduce(vop, inputs, task, [o.kind for o in seg])
+    finally:
+        _VIRTUAL.pop(x, None)
+    em.binding["x"]["view"] = f"mid:{d}"
+    em.binding["y"]["view"] = f"rows:{rank - d - 1}"  # [A, C]: its last dims as one row
+    return em
+
+
+def _shape_expr(node: Any, inputs: list[Any], known: dict[Any, list[Any]]) -> list[Any]:
+    """The extents of `node` as expressions over the graph inputs' shapes (`s[i][d]`), so a
+    buffer is sized for the inputs of each call (a trial at other sizes): through the
+    windows of convolutions and poolings, kept by elementwise ops; literal where unknown."""
+    if node in known:
+        return known[node]
+    shape = _shape(node)
+    if node in inputs:
+        i = inputs.index(node)
+        return [f"s[{i}][{d}]" for d in range(len(shape))]
+    if node.op == "call_module" and node.args and _is_node(node.args[0]):
+        mod = node.graph.owning_module.get_submodule(node.target)
+        kind = MODULE_KINDS.get(type(mod).__name__, "")
+        src = _shape_expr(node.args[0], inputs, known)
+        nd = len(shape) - 2
+        if kind in ("conv", "conv_transpose", "max_pool", "avg_pool") and len(src) == len(shape):
+
+            def per_dim(v: Any) -> list[int]:
+                return list(v) if isinstance(v, list | tuple) else [int(v)] * nd
+
+            k = per_dim(mod.kernel_size)
+            s = per_dim(mod.stride if mod.stride is not None else mod.kernel_size)
+            p = per_dim(mod.padding) if not isinstance(mod.padding, str) else None
+            d = per_dim(getattr(mod, "dilation", 1))
+            if p is not None and not getattr(mod, "ceil_mode", False):
+                out = [src[0], shape[1]]
+                for j in range(nd):
+                    i_ = src[2 + j]
+                    if kind == "conv_transpose":
+                        op_ = per_dim(mod.output_padding)[j]
+                        e = f"(({i_}) - 1) * {s[j]} - {2 * p[j]} + {d[j] * (k[j] - 1) + op_ + 1}"
+                    else:
+                        e = f"(({i_}) + {2 * p[j] - d[j] * (k[j] - 1) - 1}) // {s[j]} + 1"
+                    out.append(e)
+                known[node] = out
+                return out
+        if kind == "linear" and len(src) == len(shape):  # [..., K] -> [..., out_features]
+            known[node] = [*src[:-1], shape[-1]]
+            return known[node]
+    x = node.args[0] if node.args and _is_node(node.args[0]) else None
+    if _is_node(x) and node.op == "call_function" and node.target in _function_kinds():
+        kind = _function_kinds()[node.target]
+        if kind in ("matmul", "linear"):
+            known[node] = [*_shape_expr(x, inputs, known)[:-1], shape[-1]]
+            return known[node]
+        if kind in ELEMENTWISE:  # the shape of an operand of its shape
+            for a in node.args:
+                if _is_node(a) and _shape(a) == shape:
+                    known[node] = _shape_expr(a, inputs, known)
+                    return known[node]
+    if node.op == "call_module" and x is not None:  # a layer that keeps its input's shape
+        mod = node.graph.owning_module.get_submodule(node.target)
+        kind = MODULE_KINDS.get(type(mod).__name__, "")
+        if (kind in ELEMENTWISE or "norm" in kind or "Norm" in type(mod).__name__) and _shape(
+            x
+        ) == shape:
+            known[node] = _shape_expr(x, inputs, known)
+            return known[node]
+    red = node
+    if node.target is operator.getitem and _is_node(x):
+        red = x  # (values, indices)[0] of a reduction: the reduction's operand and dims
+    rx = red.args[0] if red.args and _is_node(red.args[0]) else None
+    if rx is not None:  # a reduction (or a pool to one element): its operand's extents
+        sa = _shape(rx) if rx is not None else ()
+        dims = red.args[1] if len(red.args) > 1 else red.kwargs.get("dim")
+        dims = (
+            [dims]
+            if isinstance(dims, int)
+            else list(dims)
+            if isinstance(dims, list | tuple)
+            else []
+        )
+        src = _shape_expr(rx, inputs, known) if rx is not None else []
+        if sa and len(sa) == len(shape) and all(x_ == y or x_ == 1 for x_, y in zip(shape, sa)):
+            known[node] = [e if x_ == y else 1 for e, x_, y in zip(src, shape, sa)]  # keepdim
+            return known[node]
+        if sa and dims and len(sa) - len(dims) == len(shape):  # the reduced dims dropped
+            drop = {int(d) % len(sa) for d in dims if isinstance(d, int)}
+            known[node] = [e for j, e in enumerate(src) if j not in drop]
+            return known[node]
+    known[node] = list(shape)
+    return known[node]
+
+
+def _check_shape_expr(expr: list[Any], node: Any, inputs: list[Any]) -> list[Any]:
+    """`expr` where it gives the node's shape on the graph's own inputs, else the literal
+    shape."""
+    s = [list(_shape(n)) for n in inputs]
+    try:
+        got = [eval(e, {"__builtins__": {}}, {"s": s}) if isinstance(e, str) else e for e in expr]  # noqa: S307
+    except Exception:
+        got = None
+    return expr if got == list(_shape(node)) else list(_shape(node))
+
+
+def _namespaced(source: str, entry: str, tiles: dict[str, list[int]], k: int) -> str:
+    """A kernel's source with its entry renamed and its tile constants prefixed `k<k>_`."""
+    import re
+
+    text = source.replace(f"def {ENTRY}(", f"def {entry}(")
+    for name in sorted(tiles, key=len, reverse=True):
+        text = re.sub(rf"\b{name}\b", f"k{k}_{name}", text)
+    return text
+
+
+RESHAPES = ("unsqueeze", "squeeze", "view", "reshape", "flatten")
+
+
+def _is_reshape(op: Op) -> bool:
+    """A view of a contiguous tensor with as many elements (`x.unsqueeze(1)`, `.squeeze(-1)`,
+    `.view(n, -1)`, `torch.flatten(x, 1)`): between kernels a buffer seen with another shape."""
+    name = op.kind.removeprefix("unknown:").lstrip(".")
+    if name not in RESHAPES or not op.args or not _is_node(op.args[0]):
+        return False
+    return math.prod(_shape(op.node)) == math.prod(_shape(op.args[0])) and bool(_shape(op.node))
+
+
+def _view_shape_expr(node: Any, src: list[Any]) -> list[Any]:
+    """The extents of a reshape `node` of a tensor of extents `src` (expressions):
+    unsqueeze/squeeze of a dim and flatten follow them; others are literal."""
+    shape = list(_shape(node))
+    name = str(node.target).removeprefix(".")
+    name = getattr(node.target, "__name__", name)
+    dims = [a for a in node.args[1:] if isinstance(a, int)]
+    rank = len(src)
+    if name == "unsqueeze" and len(dims) == 1:
+        d = dims[0] % (rank + 1)
+        return [*src[:d], 1, *src[d:]]
+    if name == "squeeze" and len(dims) == 1 and rank and _shape(node.args[0])[dims[0] % rank] == 1:
+        d = dims[0] % rank
+        return [*src[:d], *src[d + 1 :]]
+    if name == "flatten" and rank:
+        lo = dims[0] % rank if dims else 0
+        hi = dims[1] % rank if len(dims) > 1 else rank - 1
+        mid = " * ".join(f"({e})" for e in src[lo : hi + 1])
+        return [*src[:lo], mid, *src[hi + 1 :]]
+    return shape
+
+
+def _program(gm, ops, inputs, result, task, names) -> Emission:
+    """A program of kernels for `ops`: segments cut at `_cuts`, fewest kernels first (each
+    segment the longest prefix of the rest that one kernel holds). A reshape between
+    kernels is no kernel: the next reads the buffer with the reshape's extents; a reshape
+    of the last kernel's result is the output seen with the kernel's extents."""
+    if isinstance(result, tuple | list) or not ops:
+        raise NoTemplate("a program computes one tensor")
+    views = [i for i, o in enumerate(ops) if _is_reshape(o)]
+    cuts = sorted(set(_cuts(ops) + views + [i + 1 for i in views]) - {0})
+    bounds = [*cuts, len(ops)]
+    n_in = len(inputs)
+    seg_inputs = list(inputs)  # graph inputs, then each earlier kernel's result or a view
+    held: list[tuple[int, Any]] = []  # per seg_inputs[n_in:]: (kernel whose buffer, node)
+    segments: list[tuple[int, int, Emission]] = []
+    known: dict[Any, list[Any]] = {}
+    a, why = 0, ""
+    while a < len(ops):
+        if a in views:  # a view of an earlier kernel's result
+            src = ops[a].args[0]
+            if src not in seg_inputs[n_in:]:
+                raise NoTemplate(f"{ops[a].kind} of a value that no earlier kernel stored")
+            k_src = held[seg_inputs[n_in:].index(src)][0]
+            known[ops[a].node] = _view_shape_expr(ops[a].node, _shape_expr(src, inputs, known))
+            seg_inputs.append(ops[a].node)
+            held.append((k_src, ops[a].node))
+            a += 1
+            continue
+        found = None
+        for b in sorted((b for b in bounds if b > a), reverse=True):
+            seg_result = ops[b - 1].node
+            if not _segment_result_ok(ops, a, b, result):
+                continue
+            try:
+                em = _lower_segment(gm, ops[a:b], seg_inputs, seg_result, task)
+            except NoTemplate as exc:
+                why = f"{' -> '.join(o.kind for o in ops[a:b])}: {exc}"  # the shortest's
+                continue
+            if em.entries:
+                continue  # a segment is one kernel
+            found = (b, em)
+            break
+        if found is None:
+            raise NoTemplate(
+                f"no kernel holds the ops from {ops[a].kind} on" + (f" ({why})" if why else "")
+            )
+        b, em = found
+        held.append((len(segments), ops[b - 1].node))
+        segments.append((a, b, em))
+        seg_inputs.append(ops[b - 1].node)
+        a = b
+        if len(segments) > MAX_KERNELS:
+            raise NoTemplate(f"a program of more than {MAX_KERNELS} kernels")
+    if result not in seg_inputs[n_in:]:
+        raise NoTemplate("the forward's result is not a kernel's (or a view of one)")
+    k_out, _ = held[seg_inputs[n_in:].index(result)]
+
+    def extents(node: Any) -> list[Any]:
+        return _check_shape_expr(_shape_expr(node, inputs, known), node, inputs)
+
+    buffers: dict[str, list[Any]] = {}
+    launches: list[dict[str, Any]] = []
+    parts: list[str] = []
+    tiles: dict[str, list[int]] = {}
+    entries: list[str] = []
+    for k, (_, b, em) in enumerate(segments):
+        entry = PROGRAM_ENTRY.format(k)
+        binding: dict[str, dict[str, Any]] = {}
+        for tname, src in em.binding.items():
+            src = dict(src)
+            node = None
+            if src["from"] == "input" and src["index"] >= n_in:
+                k_src, node = held[src.pop("index") - n_in]  # kernel k_src's result, or a view
+            elif src["from"] == "output":
+                k_src, node = k, ops[b - 1].node
+            else:
+                binding[tname] = src
+                continue
+            if k_src == k_out:  # the output itself, seen with this node's extents
+                src = {**src, "from": "output"}
+                if node is not result:
+                    src["shape"] = extents(node)
+            else:
+                src = {**src, "from": "buffer", "name": f"t{k_src}"}
+                if node is not ops[segments[k_src][1] - 1].node:  # a view of the buffer
+                    src["shape"] = extents(node)
+            binding[tname] = src
+        if k != k_out:
+            buffers[f"t{k}"] = extents(ops[b - 1].node)
+        launches.append({"entry": entry, "binding": binding})
+        text = _namespaced(em.source, entry, em.tiles, k)
+        head, _, kernel = text.partition("@al.kernel\n")
+        doc = head.split("from argus_plugins.dsl.tile import lang as al")[0].strip().strip('"')
+        comment = "".join(f"# {ln}".rstrip() + "\n" for ln in doc.splitlines())
+        store = f"buffer t{k}" if k != k_out else "the output"
+        parts.append(f"# ---- kernel {entry} (template `{em.template}`), writes {store}\n"
+                     f"{comment}@al.kernel\n{kernel.rstrip()}\n")  # fmt: skip
+        tiles.update({f"k{k}_{t}": v for t, v in em.tiles.items()})
+        entries.append(entry)
+    plan = " -> ".join(f"{e} ({s[2].template})" for e, s in zip(entries, segments))
+    source = (
+        f'"""KernelBench task {task}: {" -> ".join(names)} as a program of {len(entries)} '
+        "kernel(s) (emitted by argus).\n\n"
+        f"{plan}. Each kernel reads the task's inputs and parameters and the buffers earlier "
+        "kernels wrote (the launcher allocates them, poisoned, between guard regions), and "
+        "is verified on its own; its tile constants carry its index. A reshape between "
+        "kernels is the same buffer seen with other extents.\n"
+        '"""\n\nfrom argus_plugins.dsl.tile import lang as al\n\n\n' + "\n\n".join(parts)
+    )
+    bad = library_calls(source)
+    if bad:
+        raise NoTemplate(f"the program calls outside the DSL: {'; '.join(bad)}")
+    plan_binding: dict[str, Any] = {PROGRAM: {"launches": launches, "buffers": buffers}}
+    first = segments[0][2]
+    return Emission("program", source, entries[-1], tiles, plan_binding, dict(first.shape),
+                    names, tuple(entries))  # fmt: skip

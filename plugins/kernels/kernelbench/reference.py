@@ -62,9 +62,15 @@ def build_model(module: Any, init_seed: int, dtype: str, device: str) -> Any:
 
 
 def make_inputs(module: Any, seed: int, dtype: str, device: str) -> list[Any]:
-    """`get_inputs()` drawn under `seed`, floating tensors cast to `dtype`, moved."""
+    """`get_inputs()` drawn under `seed` on `device` itself (a full-size input is never
+    drawn on the host for a GPU check; "meta": shapes only), floating tensors cast to
+    `dtype`."""
+    import torch
+
     set_seed(seed)
-    return [_cast(x, dtype, device) for x in module.get_inputs()]
+    with torch.device(device):
+        drawn = list(module.get_inputs())
+    return [_cast(x, dtype, device) for x in drawn]
 
 
 def perturbed(inputs: list[Any], seed: int) -> list[Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib.util
+import math
 import operator
 import re
 import sys
@@ -137,10 +138,17 @@ def _const_int(node: ast.expr) -> int | None:
     return None
 
 
-def scale_size(n: int, factor: float) -> int:
-    """`n` shrunk by `factor` (module-level sizes; see SCALE_FLOOR)."""
+BATCH_NAME = re.compile(r"batch", re.IGNORECASE)  # a batch size is no hyperparameter
+BATCH_FLOOR = 2  # a batch of 16 or less shrinks, but keeps two samples
+
+
+def scale_size(n: int, factor: float, batch: bool = False) -> int:
+    """`n` shrunk by `factor` (module-level sizes; see SCALE_FLOOR). A `batch` size (a
+    module-level name containing "batch") of SCALE_FLOOR or less, kept by the size rule,
+    shrinks too, to max(BATCH_FLOOR, ceil(n * factor)): the interpreter's cost is per
+    program, and a 3-D convolution's programs grow with its batch."""
     if n <= SCALE_FLOOR:
-        return n
+        return min(n, max(BATCH_FLOOR, math.ceil(n * factor))) if batch else n
     return max(SCALE_FLOOR, int(n * factor) // SCALE_FLOOR * SCALE_FLOOR)
 
 
@@ -156,10 +164,14 @@ def scaled_source(source: str, factor: float) -> str:
         if not isinstance(stmt, ast.Assign | ast.AnnAssign) or stmt.value is None:
             continue
         values = stmt.value.elts if isinstance(stmt.value, ast.Tuple) else [stmt.value]
-        for v in values:
+        target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
+        names = target.elts if isinstance(target, ast.Tuple) else [target] * len(values)
+        for i, v in enumerate(values):
             n = _const_int(v)
-            if n is not None and scale_size(n, factor) != n:
-                edits.append((v, scale_size(n, factor)))
+            name = names[i] if i < len(names) else None
+            batch = isinstance(name, ast.Name) and bool(BATCH_NAME.search(name.id))
+            if n is not None and scale_size(n, factor, batch) != n:
+                edits.append((v, scale_size(n, factor, batch)))
     lines = source.splitlines(keepends=True)
     for node, n in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
         if node.lineno != node.end_lineno:

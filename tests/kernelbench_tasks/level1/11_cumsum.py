@@ -1,4 +1,4 @@
-"""Inclusive prefix sum along dim 1 (no argus template matches a scan)."""
+"""Inclusive prefix sum along dim 1 (lower_more's scan lowering)."""
 
 import torch
 import torch.nn as nn

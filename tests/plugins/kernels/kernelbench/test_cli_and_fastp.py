@@ -84,12 +84,39 @@ def test_fast_p_counts_correct_and_faster_tasks_only():
 
 
 @pytest.mark.slow
-def test_fastp_cli_reports_a_table_over_tasks(capsys):
-    assert fastp.main(["--path", str(TASKS), "--tasks", "level1/8,level1/11", "--budget", "1"]) == 0
+def test_fastp_cli_reports_a_table_over_tasks(capsys, tmp_path):
+    # a task the front end has no lowering for (a sort) beside one it lowers
+    (tmp_path / "level1").mkdir()
+    (tmp_path / "level1" / "8_add_mul.py").write_text(
+        (TASKS / "level1" / "8_add_mul.py").read_text()
+    )
+    (tmp_path / "level1" / "90_sort.py").write_text(SORT_TASK)
+    assert (
+        fastp.main(["--path", str(tmp_path), "--tasks", "level1/8,level1/90", "--budget", "1"]) == 0
+    )
     out = capsys.readouterr().out
     assert "level1/8     yes" in out and "estimated" in out
-    assert "level1/11    no" in out and "no template matches" in out
+    assert "level1/90    no" in out and "no template matches" in out
     assert "fast_0 = 0.500" in out
+
+
+SORT_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.sort(x, dim=1).values
+
+
+def get_inputs():
+    return [torch.randn(8, 32)]
+
+
+def get_init_inputs():
+    return []
+"""
 
 
 @pytest.mark.slow

@@ -1,0 +1,188 @@
+"""Programs of several DSL kernels (`match._program`): a graph one kernel cannot hold is cut
+where fusion stops, each segment lowered by a template, intermediates in buffers the
+launcher allocates (`harness.dsl_runner`), every kernel verified on its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from argus_core.types import Policy
+from argus_plugins.backends.mi300x.spec import MI300X
+from argus_plugins.dsl.tile.frontend import TileFrontend
+from argus_plugins.kernels.kernelbench import fastp, harness, match, tasks
+from argus_plugins.verifiers.smt import SmtVerifier
+
+TASKS = Path(__file__).parents[3] / "kernelbench_tasks"
+
+
+def _captured(key: str) -> tuple[match.Emission, object]:
+    from argus_core.frontend import capture_task
+
+    gm, _ = capture_task(tasks.load_module(tasks.resolve(TASKS, key).path), key)
+    return match.match(gm, key), gm
+
+
+def _verify(source: str, em: match.Emission, entry: str, key: str):
+    ir = TileFrontend().parse(source, entry, f"<{key}>")
+    policy = Policy({c.name: em.tiles[c.name][0] for c in ir.constexprs})
+    return SmtVerifier().verify(ir, policy, {"timeout_ms": 20000}, MI300X)
+
+
+def _plan(em: match.Emission) -> dict:
+    return em.binding[match.PROGRAM]
+
+
+def _extents(shape: list, *inputs: tuple[int, ...]) -> tuple[int, ...]:
+    import torch
+
+    return harness.buffer_shape(shape, [torch.empty(s, device="meta") for s in inputs])
+
+
+def test_a_conv_then_a_spatial_mean_is_a_program_of_two_verified_kernels():
+    em, _ = _captured("level2/14")  # conv -> x - mean(x, (2, 3), keepdim) -> tanh
+    assert em.template == "program" and em.entries == ("kb_k0", "kb_k1")
+    assert em.entry == "kb_k1"
+    # each kernel's tile constants carry its index, so the planner tunes them apart
+    assert set(em.tiles) == {"k0_BP", "k0_BC", "k0_BK", "k1_ROWS", "k1_BN"}
+    assert "def kb_k0(" in em.source and "def kb_k1(" in em.source
+    assert match.library_calls(em.source) == []
+    first, second = _plan(em)["launches"]
+    assert first["entry"] == "kb_k0" and second["entry"] == "kb_k1"
+    # the conv writes buffer t0 (channels-last), the row program reads it as [N * C, H * W]
+    assert first["binding"]["y"] == {"from": "buffer", "view": "ngsc:1", "name": "t0"}
+    assert second["binding"]["x0"] == {"from": "buffer", "view": "rows:2", "name": "t0"}
+    assert second["binding"]["y"] == {"from": "output", "view": "rows:2"}
+    for entry in em.entries:
+        report = _verify(em.source, em, entry, "level2/14")
+        assert report.status == "verified", (entry, report.summary)
+
+
+def test_a_planted_bug_in_one_kernel_of_a_program_is_a_counterexample():
+    em, _ = _captured("level2/14")
+    load = "al.load(x0.tile(k1_ROWS, k1_BN)[pm, 0])"
+    assert load in em.source
+    bad = em.source.replace(load, "al.load(x0.tile(k1_ROWS, k1_BN)[0, 0])")  # every program
+    report = _verify(bad, em, "kb_k1", "level2/14")  # reads the first rows of the buffer
+    assert report.status == "violated"
+    assert _verify(bad, em, "kb_k0", "level2/14").status == "verified"  # the other is fine
+
+
+def test_a_buffer_follows_the_sizes_of_each_call_through_the_convolution():
+    import torch
+
+    em, _ = _captured("level2/15")  # ConvTranspose2d(3, s2, p1) -> avgpool(1) -> flatten -> fc
+    plan = _plan(em)
+    assert em.entries == ("kb_k0", "kb_k1", "kb_k2")
+    deconv = torch.nn.ConvTranspose2d(4, 16, 3, stride=2, padding=1)
+    for n, size in ((3, 5), (2, 9)):  # the task's sizes, and others
+        want = tuple(deconv(torch.randn(n, 4, size, size)).shape)
+        assert _extents(plan["buffers"]["t0"], (n, 4, size, size)) == want
+        assert _extents(plan["buffers"]["t1"], (n, 4, size, size)) == (n, 16, 1, 1)
+    # the flatten is no kernel: the GEMM reads buffer t1 as [N, C]
+    a = plan["launches"][2]["binding"]["a"]
+    assert a["from"] == "buffer" and a["name"] == "t1"
+    assert _extents(a["shape"], (7, 4, 5, 5)) == (7, 16)
+    for entry in em.entries:
+        assert _verify(em.source, em, entry, "level2/15").status == "verified", entry
+
+
+def test_a_pooling_after_a_conv_reads_the_conv_buffer_through_its_channels_last_view():
+    em, _ = _captured("level2/12")  # conv -> max_pool
+    conv, pool = _plan(em)["launches"]
+    assert conv["binding"]["y"]["name"] == "t0" and conv["binding"]["ys"]["name"] == "t0"
+    assert pool["binding"]["x"] == {"from": "buffer", "view": "ngsc:1", "name": "t0"}
+    assert pool["binding"]["y"] == {"from": "output", "view": "ngsc:1"}
+    assert _extents(_plan(em)["buffers"]["t0"], (2, 3, 10, 10)) == (2, 8, 8, 8)
+
+
+def test_a_launch_plan_naming_a_kernel_it_was_not_given_names_the_kernels_given():
+    em, _ = _captured("level2/14")
+    with pytest.raises(ValueError, match=r"runs \['kb_k0', 'kb_k1'\]; kernels given: \[\]"):
+        harness.dsl_runner([], em.binding, {}, {}, {})
+
+
+def test_a_buffer_extent_that_is_not_a_size_names_the_expression():
+    with pytest.raises(ValueError, match=r"buffer extent '\(s\[0\]\[0\]\) - 9' is -7"):
+        _extents(["(s[0][0]) - 9"], (2, 3))
+
+
+def test_a_write_past_a_program_buffer_is_caught_by_its_guard_region():
+    buf, inner = harness._guarded(10, *_cpu_f32())
+    inner.fill_(1.0)
+    harness._check_guards(buf, 10, "buffer t0")  # clean
+    buf[harness.GUARD_ELEMS + 10] = 0.0  # one element past the end
+    with pytest.raises(harness.OutOfBounds, match="outside buffer t0"):
+        harness._check_guards(buf, 10, "buffer t0")
+
+
+def _cpu_f32() -> tuple:
+    import torch
+
+    return torch.float32, torch.device("cpu")
+
+
+@pytest.mark.slow
+def test_programs_are_correct_in_the_interpreter_through_fastp(capsys):
+    """A conv then a spatial-mean row program, and a transposed conv, a global average
+    pool and a Linear read through a flatten view: verified, lowered, and correct against
+    the Model (5 trials, the permuted one), and at sizes the search never saw."""
+    keys = "level2/14,level2/15"
+    assert fastp.main(["--path", str(TASKS), "--tasks", keys, "--budget", "1"]) == 0
+    out = capsys.readouterr().out
+    for key in keys.split(","):
+        assert f"{key:<12} yes" in out, out
+
+
+RESIDUAL_TASK = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 24)
+    def forward(self, x):
+        y = torch.mean(self.fc(x), dim=1, keepdim=True)
+        return torch.nn.functional.gelu(y) + x
+def get_inputs():
+    return [torch.randn(8, 16)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_row_value_added_to_an_input_of_another_width_is_a_second_kernel(tmp_path):
+    """The GEMM's row mean is [M, 1]; adding it to the [M, K] input needs rows of width K,
+    not the GEMM's N: a row program reads the buffer as one value per row."""
+    from argus_core.frontend import capture_task
+
+    (tmp_path / "level2").mkdir()
+    (tmp_path / "level2" / "1_residual.py").write_text(RESIDUAL_TASK)
+    gm, _ = capture_task(tasks.load_module(tasks.resolve(tmp_path, "level2/1").path), "r")
+    em = match.match(gm, "level2/1")
+    assert em.entries == ("kb_k0", "kb_k1")
+    gemm, rows = _plan(em)["launches"]
+    assert gemm["binding"]["c"] == {"from": "buffer", "view": "1d", "name": "t0"}
+    assert {"from": "buffer", "view": "1d", "name": "t0"} in rows["binding"].values()
+    assert {"from": "input", "index": 0, "view": "2d"} in rows["binding"].values()
+    assert _extents(_plan(em)["buffers"]["t0"], (5, 16)) == (5, 1)
+    for entry in em.entries:
+        assert _verify(em.source, em, entry, "residual").status == "verified", entry
+
+
+@pytest.mark.slow
+def test_the_row_value_program_is_correct_in_the_interpreter(tmp_path, capsys):
+    (tmp_path / "level2").mkdir()
+    (tmp_path / "level2" / "1_residual.py").write_text(RESIDUAL_TASK)
+    assert fastp.main(["--path", str(tmp_path), "--tasks", "level2/1", "--budget", "1"]) == 0
+    assert f"{'level2/1':<12} yes" in capsys.readouterr().out
+
+
+def test_the_cost_model_counts_each_buffer_written_once_and_read_once():
+    from argus_plugins.kernels.kernelbench import costs
+    from argus_plugins.kernels.kernelbench.family import KernelBenchFamily
+
+    em, gm = _captured("level2/14")  # buffer t0: the conv's [2, 8, 6, 10] fp32 output
+    family = KernelBenchFamily()
+    family._gm, family.emission = gm, em
+    assert family.bytes({}, "fp32") == costs.fused_bytes(gm, "fp32") + 2 * (2 * 8 * 6 * 10) * 4
