@@ -649,6 +649,7 @@ def run_isolated(
     memory_bytes: int | None = CHILD_MEMORY_BYTES,
     cpu_s: int | None = None,
     stdout_bytes: int = 0,
+    pass_fds: Sequence[int] = (),
 ) -> IsolatedRun:
     """Run `argv` (untrusted code: `what` names it in errors) with `stdin`, isolated
     (`require_isolation`), killed with every process it started after `timeout_s` wall
@@ -656,6 +657,7 @@ def run_isolated(
     unisolated with the parent's environment, still in its own session and limits.
     `stdout_bytes`: the most stdout the caller expects (a worker's outputs); the file-size
     limit is raised above FILE_BYTES to hold it (the parent reads it all anyway).
+    `pass_fds`: descriptors the child inherits (a lock file it takes around its timing).
     SandboxError when isolation is required but unavailable; never raises for what the
     process does."""
     isolated = require_isolation(what)
@@ -684,6 +686,7 @@ def run_isolated(
                 stderr=err,
                 env=full_env,
                 start_new_session=True,
+                pass_fds=tuple(pass_fds),
                 preexec_fn=_limits(
                     cpu, memory_bytes, cgroup, max(FILE_BYTES, int(stdout_bytes) + (1 << 20))
                 ),

@@ -40,14 +40,20 @@ def worker_env(runner: str) -> dict[str, str | None]:
 
 
 def run_worker_bytes(
-    module: str, request: bytes, runner: str, timeout_s: float, result_bytes: int = 0
+    module: str,
+    request: bytes,
+    runner: str,
+    timeout_s: float,
+    result_bytes: int = 0,
+    pass_fds: tuple[int, ...] = (),
 ) -> dict[str, Any]:
     """`python -m module` with `request` on stdin, isolated by the OS sandbox
     (`argus_core.sandbox.run_isolated`: no environment, network or files of the caller) and
     killed with all it started after `timeout_s`: {"stdout": bytes, "seconds_wall"} when it
     exits with status 0, else {"ok": False, "error": why, "seconds_wall"} for a timeout or
     a crash (untrusted text cut to a few KiB). `result_bytes`: the size of the result the
-    caller expects, where it may pass the sandbox's FILE_BYTES (a worker's outputs).
+    caller expects, where it may pass the sandbox's FILE_BYTES (a worker's outputs);
+    `pass_fds`, descriptors the worker inherits (a GPU's timing lock).
     SandboxError when isolation is unavailable and `sandbox=none` was not chosen."""
     from argus_core.sandbox import run_isolated
 
@@ -61,6 +67,7 @@ def run_worker_bytes(
         device=RUNNERS[runner][0] != "cpu",
         memory_bytes=WORKER_MEMORY_BYTES,
         stdout_bytes=result_bytes,
+        pass_fds=pass_fds,
     )
     wall = run.seconds
     if run.timed_out:

@@ -225,34 +225,50 @@ def check_candidate(
 
 # ------------------------------------------------------------ a DSL candidate, on the device
 UNSEEN_SHAPES = 2  # re-checks of a correct DSL kernel at sizes the search never saw
-GPU_SLOTS_ENV = "ARGUS_KB_GPU_SLOTS"  # a folder of per-GPU lock files: one check per GPU
+GPU_SLOTS_ENV = "ARGUS_KB_GPU_SLOTS"  # a folder of per-GPU lock files (a whole-suite run)
+CHECKS_PER_GPU_ENV = "ARGUS_KB_CHECKS_PER_GPU"  # checks sharing one GPU; timing stays alone
 
 
 @contextlib.contextmanager
-def gpu_slot(device: str) -> Iterator[str]:
-    """The device a check runs on. With ARGUS_KB_GPU_SLOTS set (a whole-suite run: many
-    processes front-ending tasks at once), a GPU check waits for a GPU no other check holds
-    (a lock file per GPU in that folder) and yields "cuda:<i>", so every GPU runs one check
-    at a time and times it undisturbed; otherwise `device` as given."""
+def gpu_slot(device: str) -> Iterator[tuple[str, tuple[int, int] | None]]:
+    """(the device a check runs on, the descriptors of its GPU's timing lock or None).
+    With ARGUS_KB_GPU_SLOTS set (a whole-suite run: many processes front-ending tasks at
+    once) a GPU check waits for one of the ARGUS_KB_CHECKS_PER_GPU slots (default 1) of a
+    GPU (a lock file per slot in that folder) and runs on "cuda:<i>". With one slot per
+    GPU the check holds its GPU alone; with several, checks share the GPU for their trials
+    and compiles and each times alone: the GPU's reader/writer lock (two descriptors, a
+    turnstile and the lock, inherited by the check's process: `worker._GpuLock`), so
+    timings stay undisturbed while the slow parts (process start, Triton and
+    torch.compile compiles, trials) overlap. Otherwise `device` as given and no lock."""
     folder = os.environ.get(GPU_SLOTS_ENV)
     if device == "cpu" or not folder:
-        yield device
+        yield device, None
         return
     import fcntl
 
     import torch
 
     count = max(1, torch.cuda.device_count())
-    files = [open(Path(folder) / f"gpu{i}.lock", "a+") for i in range(count)]  # noqa: SIM115
+    per = max(1, int(os.environ.get(CHECKS_PER_GPU_ENV) or 1))
+    # slot k of every GPU before slot k + 1 of any: checks spread over the GPUs first
+    slots = [(i, k) for k in range(per) for i in range(count)]
+    files = [open(Path(folder) / f"gpu{i}.{k}.lock", "a+") for i, k in slots]  # noqa: SIM115
     try:
         while True:
-            for i, f in enumerate(files):
+            for (i, _), f in zip(slots, files, strict=True):
                 try:
                     fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:
                     continue
                 try:
-                    yield f"cuda:{i}"
+                    if per == 1:
+                        yield f"cuda:{i}", None
+                    else:
+                        with (
+                            open(Path(folder) / f"gpu{i}.turnstile.lock", "a+") as turn,
+                            open(Path(folder) / f"gpu{i}.timing.lock", "a+") as timer,
+                        ):
+                            yield f"cuda:{i}", (turn.fileno(), timer.fileno())
                 finally:
                     fcntl.flock(f, fcntl.LOCK_UN)
                 return
@@ -297,11 +313,19 @@ def _check_dsl(
         "timing": timing,
         "timeout_s": float(timeout_s),
     }
-    with gpu_slot(device) as where:
+    with gpu_slot(device) as (where, timing_lock):
         request["device"] = where
+        request["timing_lock_fd"] = timing_lock
         buf = io.BytesIO()
         torch.save(request, buf)
-        result = run_worker_bytes(WORKER, buf.getvalue(), report.runner, timeout_s)
+        # a check that may wait for its GPU's timing lock gets that long again
+        result = run_worker_bytes(
+            WORKER,
+            buf.getvalue(),
+            report.runner,
+            timeout_s if timing_lock is None else 2 * timeout_s,
+            pass_fds=() if timing_lock is None else timing_lock,
+        )
     report.seconds = result["seconds_wall"]
     if "error" in result:  # a timeout, a crash, no output
         report.error = result["error"]

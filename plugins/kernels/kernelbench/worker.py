@@ -111,6 +111,44 @@ def run(request: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     return meta, outputs
 
 
+class _GpuLock:
+    """A GPU shared by several checks (`evaluate.gpu_slot`), timed by one at a time: a
+    writer-preferring reader/writer lock over two lock files the parent passes as inherited
+    descriptors (`timing_lock_fd`: a turnstile and the lock itself). A check's trials hold
+    it shared; its timing holds it alone, and while a timing waits, no new trials start
+    (the turnstile), so every timing sees an idle GPU. Without descriptors: no-ops."""
+
+    def __init__(self, fds: Any):
+        self.turn, self.lock = (int(fds[0]), int(fds[1])) if fds else (None, None)
+
+    def _take(self, mode: int) -> None:
+        import fcntl
+
+        if self.lock is None:
+            return
+        fcntl.flock(self.turn, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.lock, mode)
+        finally:
+            fcntl.flock(self.turn, fcntl.LOCK_UN)
+
+    def shared(self) -> None:
+        import fcntl
+
+        self._take(fcntl.LOCK_SH)
+
+    def exclusive(self) -> None:
+        import fcntl
+
+        self._take(fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        import fcntl
+
+        if self.lock is not None:
+            fcntl.flock(self.lock, fcntl.LOCK_UN)
+
+
 MEMORY_MARGIN = 1.15  # the estimate's slack (allocator rounding, the kernel's guards)
 
 
@@ -166,6 +204,8 @@ def check_here(request: dict[str, Any]) -> dict[str, Any]:
                     f"{free / 2**30:.1f} of {total / 2**30:.1f} GiB free; not run"
                 )
                 return verdict
+    gpu = _GpuLock(request.get("timing_lock_fd"))
+    gpu.shared()  # the trials share the GPU with other checks' trials, never with a timing
     model = reference.build_model(module, int(request["init_seed"]), dtype, device)
     cand = request["candidate"]
     compiler = {k: v for k, v in dict(cand.get("compiler") or {}).items() if v is not None}
@@ -229,8 +269,12 @@ def check_here(request: dict[str, Any]) -> dict[str, Any]:
         verdict["unseen"] = _unseen(request, module, model, one, device, deadline)
         timing = request.get("timing")
         if timing and device != "cpu":
-            left = float(request.get("timeout_s") or 60) - (time.perf_counter() - start)
-            verdict["timing"] = _time_all(module, model, runner, seeds[0], request, left, tf32)
+            budget = float(request.get("timeout_s") or 60) - (time.perf_counter() - start)
+            if gpu.lock is not None:  # the parent gave it twice the time: it may wait
+                budget += float(request.get("timeout_s") or 60)
+            verdict["timing"] = _time_all(
+                module, model, runner, seeds[0], request, budget, tf32, gpu
+            )
             if "error" in verdict["timing"]:
                 verdict["ok"], verdict["error"] = False, verdict["timing"].pop("error")
     except torch.OutOfMemoryError as exc:
@@ -342,41 +386,53 @@ def _time_all(
     request: dict[str, Any],
     left_s: float,
     tf32: tuple[bool, bool],
+    gpu: _GpuLock | None = None,
 ) -> dict[str, Any]:
     """The kernel, the eager Model and torch.compile(Model) timed here, on trial 0's
     inputs (`timing.bench`), the kernel's output of its last timed call re-checked (the
     reference in full fp32), the baselines at PyTorch's TF32 defaults `tf32`. The
     compiled Model gets at most half the time left of the check (compiling a large Model
     takes long); past that, or where it fails to compile, it is left out ("compile_error").
+    `gpu` (held shared on entry): the compile happens shared, the three timings alone.
     The format `pipeline._measured` reads."""
     import torch
 
     from argus_core.evaluate.timing import bench
     from argus_plugins.kernels.kernelbench import evaluate, reference
 
+    gpu = gpu or _GpuLock(None)
     dtype, device = request["dtype"], request["device"]
     inputs = reference.make_inputs(module, seed, dtype, device)
     expected = _flat(reference.run_model(model, inputs))
-    ms, last = _measure(runner, inputs, _like_tensor(expected[0]))
     atol, rtol = reference.tolerance(dtype)
+    # the baselines as users run them: PyTorch's default TF32 settings (`tf32`)
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
+    out: dict[str, Any] = {}
+    compiled, why = _compiled(model, inputs, expected, max(0.0, left_s / 2), atol, rtol)
+    if compiled is None:
+        out["compile_error"] = why
+    torch.cuda.synchronize()
+    gpu.release()
+    gpu.exclusive()  # the GPU to this check alone while it times
+    try:
+        ms, last = _measure(runner, inputs, _like_tensor(expected[0]))
+        with torch.no_grad():
+            eager_ms = bench(lambda: model(*inputs), warmup_ms=25, rep_ms=100)
+            compiled_ms = (
+                bench(lambda: compiled(*inputs), warmup_ms=25, rep_ms=100) if compiled else None
+            )
+    finally:
+        gpu.release()
     if len(last) != len(expected):
         return {"error": "the kernel's timed runs gave no outputs"}
-    for i, (out, ref) in enumerate(zip(last, expected)):
-        ok, _, _, why = evaluate.compare_on_device(out, ref, atol, rtol)
+    for i, (got, ref) in enumerate(zip(last, expected)):
+        ok, _, _, why = evaluate.compare_on_device(got, ref, atol, rtol)
         if not ok:
             return {"error": f"re-check after the timed runs, output {i}: {why}"}
     del last
-    # the baselines as users run them: PyTorch's default TF32 settings (`tf32`)
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
-    with torch.no_grad():
-        eager_ms = bench(lambda: model(*inputs), warmup_ms=25, rep_ms=100)
     baselines = {"torch eager (Model.forward)": eager_ms}
-    out: dict[str, Any] = {}
-    compiled_ms, why = _compiled_ms(model, inputs, expected, max(0.0, left_s / 2), atol, rtol)
     if compiled_ms is not None:
         baselines["torch.compile (Model)"] = compiled_ms
-    else:
-        out["compile_error"] = why
     timing = request.get("timing") or {}
     flops, nbytes = float(timing.get("flops") or 0), float(timing.get("bytes") or 0)
     out.update(
@@ -395,16 +451,16 @@ class _Late(Exception):
     pass
 
 
-def _compiled_ms(
+def _compiled(
     model: Any, inputs: list[Any], expected: list[Any], budget_s: float, atol: float, rtol: float
-) -> tuple[float | None, str]:
-    """(ms, "") of torch.compile(model) (default mode) on `inputs`, or (None, why): it did
-    not compile within `budget_s` (an alarm stops it), failed, or disagrees with eager."""
+) -> tuple[Any, str]:
+    """(torch.compile(model) compiled and checked on `inputs`, "") in default mode, or
+    (None, why): it did not compile within `budget_s` (an alarm stops it), failed, or
+    disagrees with eager."""
     import signal
 
     import torch
 
-    from argus_core.evaluate.timing import bench
     from argus_plugins.kernels.kernelbench import evaluate
 
     if budget_s < 2:
@@ -429,9 +485,7 @@ def _compiled_ms(
             ok, _, _, why = evaluate.compare_on_device(out, ref, tol_a, tol_r)
             if not ok:
                 return None, f"torch.compile's output differs from eager: {why[:200]}"
-        del got
-        with torch.no_grad():
-            return bench(lambda: compiled(*inputs), warmup_ms=25, rep_ms=100), ""
+        return compiled, ""
     except _Late:
         return None, f"torch.compile took over {budget_s:.0f} s"
     except Exception as exc:
