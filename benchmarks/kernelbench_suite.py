@@ -14,8 +14,8 @@ shrunk so the interpreter runs them; `tasks.scaled`), in a process of its own: `
 use a GPU take it one at a time (lock files, `evaluate.gpu_slot`), so every timing sees
 an idle GPU. `--checks-per-gpu N` lets N checks share a GPU for their trials and compiles,
 each timing taking it alone (a reader/writer lock the check's process inherits); measured
-on the H200 it stalls (a timing waits for every other check's trial phase, torch.compile
-included), so the default stays 1 (docs/kernelbench.md). A task past
+on the H200 (three runs, 2026-12-02) it finished no task, for a reason not yet found, so
+the default stays 1 and it is experimental (docs/kernelbench.md). A task past
 `--task-timeout` is killed (its row says so); past `--deadline` no task starts and the
 running ones are stopped, so a bounded run still prints its table. `--order cheap` (the
 default) runs first the tasks whose eager run is estimated cheapest (their FLOPs and bytes,

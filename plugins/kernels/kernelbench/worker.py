@@ -204,9 +204,14 @@ def check_here(request: dict[str, Any]) -> dict[str, Any]:
                     f"{free / 2**30:.1f} of {total / 2**30:.1f} GiB free; not run"
                 )
                 return verdict
+    # the GPU is held shared only while this check uses it (the model's build, one trial
+    # at a time), so another check's timing waits for one trial, not for this whole check
     gpu = _GpuLock(request.get("timing_lock_fd"))
-    gpu.shared()  # the trials share the GPU with other checks' trials, never with a timing
-    model = reference.build_model(module, int(request["init_seed"]), dtype, device)
+    gpu.shared()
+    try:
+        model = reference.build_model(module, int(request["init_seed"]), dtype, device)
+    finally:
+        gpu.release()
     cand = request["candidate"]
     compiler = {k: v for k, v in dict(cand.get("compiler") or {}).items() if v is not None}
     params = {k: v.detach().clone() for k, v in model.named_parameters()}
@@ -244,16 +249,21 @@ def check_here(request: dict[str, Any]) -> dict[str, Any]:
     seeds = [int(x) for x in request["seeds"]]
     try:
         for t, s in enumerate([*seeds, None]):
-            if s is None:
-                label = "permuted+scaled inputs of trial 0"
-                inputs = reference.perturbed(
-                    reference.make_inputs(module, seeds[0], dtype, device), seeds[0]
-                )
-            else:
-                label = f"trial {t} (seed {s})"
-                inputs = reference.make_inputs(module, s, dtype, device)
-            why = one(label, inputs)
-            del inputs
+            gpu.shared()
+            try:
+                if s is None:
+                    label = "permuted+scaled inputs of trial 0"
+                    inputs = reference.perturbed(
+                        reference.make_inputs(module, seeds[0], dtype, device), seeds[0]
+                    )
+                else:
+                    label = f"trial {t} (seed {s})"
+                    inputs = reference.make_inputs(module, s, dtype, device)
+                why = one(label, inputs)
+                del inputs
+                _sync(device)
+            finally:
+                gpu.release()
             verdict["trials"] = t + 1
             if why:
                 verdict["error"] = why
@@ -266,7 +276,7 @@ def check_here(request: dict[str, Any]) -> dict[str, Any]:
         # only while they fit the check's time: a slow kernel keeps its verdict
         per_trial = (time.perf_counter() - start) / max(1, verdict["trials"])
         deadline = start + 0.8 * float(request.get("timeout_s") or 60) - per_trial
-        verdict["unseen"] = _unseen(request, module, model, one, device, deadline)
+        verdict["unseen"] = _unseen(request, module, model, one, device, deadline, gpu)
         timing = request.get("timing")
         if timing and device != "cpu":
             budget = float(request.get("timeout_s") or 60) - (time.perf_counter() - start)
@@ -336,6 +346,14 @@ def _run(runner: Any, inputs: list[Any], like: Any, device: str) -> list[Any] | 
     return f"an output is a {bad[0]}, not a tensor" if bad else got
 
 
+def _sync(device: str) -> None:
+    """Wait for this process's GPU work (before it lets go of the GPU)."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
 def _like_tensor(ref: Any) -> Any:
     """The empty output a DSL kernel writes: the reference's shape and dtype."""
     import torch
@@ -344,7 +362,13 @@ def _like_tensor(ref: Any) -> Any:
 
 
 def _unseen(
-    request: dict[str, Any], module: Any, model: Any, one: Any, device: str, deadline: float
+    request: dict[str, Any],
+    module: Any,
+    model: Any,
+    one: Any,
+    device: str,
+    deadline: float,
+    gpu: _GpuLock | None = None,
 ) -> list:
     """The kernel re-checked at UNSEEN_SHAPES size sets the search never saw (each its own
     variant of the task file: `evaluate.unseen_trial`): [{"sizes": {name: [task's, this
@@ -364,14 +388,20 @@ def _unseen(
         if time.perf_counter() > deadline:
             found.append({"sizes": {}, "ok": False, "error": "not run: the check's time ran out"})
             break
-        trial = evaluate.unseen_trial(
-            task["path"], module, model, int(s), int(request["init_seed"]), request["dtype"],
-            device, text=task["text"], avoid=[{k: v[1] for k, v in f["sizes"].items()} for f in found],
-        )  # fmt: skip
-        if trial is None:
-            continue
-        what = ", ".join(f"{k} {a}->{b}" for k, (a, b) in trial.sizes.items())
-        why = one(f"unseen sizes ({what})", trial.inputs, trial.expected)
+        gpu = gpu or _GpuLock(None)
+        gpu.shared()  # one unseen trial holds the GPU shared (see check_here)
+        try:
+            trial = evaluate.unseen_trial(
+                task["path"], module, model, int(s), int(request["init_seed"]), request["dtype"],
+                device, text=task["text"], avoid=[{k: v[1] for k, v in f["sizes"].items()} for f in found],
+            )  # fmt: skip
+            if trial is None:
+                continue
+            what = ", ".join(f"{k} {a}->{b}" for k, (a, b) in trial.sizes.items())
+            why = one(f"unseen sizes ({what})", trial.inputs, trial.expected)
+            _sync(device)
+        finally:
+            gpu.release()
         found.append({"sizes": {k: list(v) for k, v in trial.sizes.items()}, "ok": not why,
                       "error": why[:400]})  # fmt: skip
         del trial
@@ -402,17 +432,27 @@ def _time_all(
 
     gpu = gpu or _GpuLock(None)
     dtype, device = request["dtype"], request["device"]
-    inputs = reference.make_inputs(module, seed, dtype, device)
-    expected = _flat(reference.run_model(model, inputs))
+    gpu.shared()
+    try:
+        inputs = reference.make_inputs(module, seed, dtype, device)
+        expected = _flat(reference.run_model(model, inputs))
+        torch.cuda.synchronize()
+    finally:
+        gpu.release()
     atol, rtol = reference.tolerance(dtype)
     # the baselines as users run them: PyTorch's default TF32 settings (`tf32`)
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
     out: dict[str, Any] = {}
-    compiled, why = _compiled(model, inputs, expected, max(0.0, left_s / 2), atol, rtol)
+    # torch.compile's compile (CPU work, tens of seconds) and its one checking run hold the
+    # GPU shared like a trial
+    gpu.shared()
+    try:
+        compiled, why = _compiled(model, inputs, expected, max(0.0, left_s / 2), atol, rtol)
+        torch.cuda.synchronize()
+    finally:
+        gpu.release()
     if compiled is None:
         out["compile_error"] = why
-    torch.cuda.synchronize()
-    gpu.release()
     gpu.exclusive()  # the GPU to this check alone while it times
     try:
         ms, last = _measure(runner, inputs, _like_tensor(expected[0]))
