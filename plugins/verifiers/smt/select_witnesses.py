@@ -26,7 +26,7 @@ from argus_core.ir.tags import DataRead, read
 from argus_plugins.verifiers.smt.checker import Checker, Finding
 from argus_plugins.verifiers.smt.counterexample import counterexample
 from argus_plugins.verifiers.smt.exprs import PROGRAM_ID
-from argus_plugins.verifiers.smt.prefix_sums import Evaluator
+from argus_plugins.verifiers.smt.prefix_sums import Evaluator, _TooBig
 from argus_plugins.verifiers.smt.solver import Context, Outcome, Query
 
 UNKNOWN_KINDS = ("pid", "loop", "elem")
@@ -263,7 +263,15 @@ def check_cover(
 
 def _unwritten(ctx: Context, out: Outcome, writes: list, row: Sym) -> bool:
     """Does no (program, iteration, element) of any store write the counterexample's row?
-    (Enumerated at the model's shapes with its data; False when too large to enumerate.)"""
+    (Enumerated at the model's shapes with its data; False, so the finding stays
+    `unknown`, when too large to enumerate or to evaluate.)"""
+    try:
+        return _enumerate_unwritten(ctx, out, writes, row)
+    except _TooBig:  # a prefix sum of the model too large to evaluate (a loaded machine's
+        return False  # probe timed out into a larger model): not shown, not claimed
+
+
+def _enumerate_unwritten(ctx: Context, out: Outcome, writes: list, row: Sym) -> bool:
     ev = Evaluator(out.query, out.model)
     target = ev.value(row)
     budget = MAX_ENUM
