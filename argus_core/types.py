@@ -204,6 +204,9 @@ class CorrectnessReport:
     timing: dict[str, Any] | None = None  # a GPU worker's measurements (evaluate.timing)
     # re-checks at sizes the search never saw: [{"sizes": {name: [old, new]}, "ok", "error"}]
     unseen: list[dict[str, Any]] = field(default_factory=list)
+    # seconds per stage of the check where the family records them (KernelBench: waits for
+    # the GPU, the sandboxed processes' starts, trials, compiles, the timing)
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -12,10 +12,11 @@ lower, compile, check against the Model on fresh inputs) at `--scale` (module-le
 shrunk so the interpreter runs them; `tasks.scaled`), in a process of its own: `--jobs`
 (default: every CPU core) tasks trace, verify and compile at once, while the checks that
 use a GPU take it one at a time (lock files, `evaluate.gpu_slot`), so every timing sees
-an idle GPU. `--checks-per-gpu N` lets N checks share a GPU for their trials and compiles,
-each timing taking it alone (a reader/writer lock the check's process inherits); measured
-on the H200 (three runs, 2026-12-02) it finished no task, for a reason not yet found, so
-the default stays 1 and it is experimental (docs/kernelbench.md). A task past
+an idle GPU. `--checks-per-gpu N` lets N checks share a GPU (trials, unseen sizes,
+Triton's and torch.compile's compiles), and each correct candidate is then timed by a
+second sandboxed process with the GPU alone (`evaluate.GpuShare`, a reader/writer lock
+this side of the sandbox; the caches the check warmed are bound into the timing's
+sandbox). A table of where the time went (per phase) is printed before the summary. A task past
 `--task-timeout` is killed (its row says so); past `--deadline` no task starts and the
 running ones are stopped, so a bounded run still prints its table. `--order cheap` (the
 default) runs first the tasks whose eager run is estimated cheapest (their FLOPs and bytes,
@@ -250,6 +251,35 @@ def level_table(rows: list[dict]) -> str:
     return text
 
 
+# the phases of the task's own process (`evaluate._check_dsl`); the rest is the front end
+OUTER = ("wait_slot", "wait_gpu", "check", "wait_alone", "check_alone", "wait_timing", "time")
+
+
+def phase_table(rows: list[dict]) -> str:
+    """Where the tasks' time went: per phase of the check (`report.phases`: waits for a
+    GPU slot, for the shared GPU and for the timing's turn; the check's and the timing's
+    sandboxed processes, and inside them the process start, the Model, the first trial
+    (Triton's compile), all trials, unseen sizes, torch.compile, the timings), the number
+    of tasks with it, the median and the largest seconds; "front end" is the rest of a
+    task (capture, lowering, verification, compile in the task's own process)."""
+    import statistics
+
+    from tabulate import tabulate
+
+    per: dict[str, list[float]] = {}
+    for r in rows:
+        ph = r.get("phases") or {}
+        if not ph or not isinstance(r.get("seconds"), int | float):
+            continue
+        for k, v in ph.items():
+            per.setdefault(k, []).append(float(v))
+        outer = sum(float(ph.get(k, 0.0)) for k in OUTER)
+        per.setdefault("front end", []).append(max(0.0, float(r["seconds"]) - outer))
+    table = [[k, len(v), statistics.median(v), max(v)] for k, v in sorted(per.items())]
+    return tabulate(table, ["phase", "tasks", "median s", "max s"], tablefmt="github",
+                    floatfmt=".1f")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from argus_plugins.kernels.kernelbench import evaluate, tasks
@@ -269,9 +299,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds per candidate check (evaluate.timeout_s; default the config's)")  # fmt: skip
     ap.add_argument("--task-timeout", type=float, default=None, help="seconds per task")
     ap.add_argument("--checks-per-gpu", type=int, default=1,
-                    help="checks sharing one GPU at once, their timings taking it alone "
-                    "(default 1: each check holds its GPU throughout; 4 stalled on the H200, "
-                    "docs/kernelbench.md)")  # fmt: skip
+                    help="checks sharing one GPU at once (their trials, unseen sizes and "
+                    "compiles); each correct one is then timed by a process of its own with "
+                    "the GPU alone (default 1: each check holds its GPU throughout)")  # fmt: skip
     ap.add_argument("--deadline", type=float, default=None,
                     help="seconds for the whole run: then no task starts and running ones stop")  # fmt: skip
     ap.add_argument("--order", default="cheap", choices=("cheap", "given"))
@@ -347,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(task_tables(rows))
     print("\n" + " ".join(f"{k}={v}" for k, v in meta.items()))
+    print("\nwhere the time went (seconds per task)\n" + phase_table(rows))
     print(level_table(rows))
     return 0
 

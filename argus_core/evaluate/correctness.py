@@ -45,7 +45,8 @@ def run_worker_bytes(
     runner: str,
     timeout_s: float,
     result_bytes: int = 0,
-    pass_fds: tuple[int, ...] = (),
+    env: dict[str, str] | None = None,
+    binds: list[str] | None = None,
 ) -> dict[str, Any]:
     """`python -m module` with `request` on stdin, isolated by the OS sandbox
     (`argus_core.sandbox.run_isolated`: no environment, network or files of the caller) and
@@ -53,7 +54,8 @@ def run_worker_bytes(
     exits with status 0, else {"ok": False, "error": why, "seconds_wall"} for a timeout or
     a crash (untrusted text cut to a few KiB). `result_bytes`: the size of the result the
     caller expects, where it may pass the sandbox's FILE_BYTES (a worker's outputs);
-    `pass_fds`, descriptors the worker inherits (a GPU's timing lock).
+    `env`, variables added to the worker's environment; `binds`, host folders the worker may
+    write (bound at the same path: a cache shared by a candidate's check and its timing).
     SandboxError when isolation is unavailable and `sandbox=none` was not chosen."""
     from argus_core.sandbox import run_isolated
 
@@ -63,11 +65,11 @@ def run_worker_bytes(
         request,
         timeout_s,
         what=f"a candidate's check ({module})",
-        env=worker_env(runner),
+        env={**worker_env(runner), **(env or {})},
         device=RUNNERS[runner][0] != "cpu",
         memory_bytes=WORKER_MEMORY_BYTES,
         stdout_bytes=result_bytes,
-        pass_fds=pass_fds,
+        binds=binds or (),
     )
     wall = run.seconds
     if run.timed_out:

@@ -80,6 +80,7 @@ def check_candidate(
     timeout_s: float = 60.0,
     timing: dict[str, Any] | None = None,
     static: bool = True,
+    memory: dict[str, int] | None = None,
 ) -> CorrectnessReport:
     """Check `candidate` against the task's Model on `trials` fresh inputs, one permuted
     and rescaled trial, and, for a ModelNew, one trial at sizes it never saw
@@ -90,8 +91,10 @@ def check_candidate(
     name}; a ModelNew is statically checked here first (error "static: ...") unless
     `static` is False (tests of the isolation itself). With `timing` ({"flops", "bytes"})
     on a GPU runner, the candidate is timed in its child, its output after the timed runs
-    re-checked here, and the eager Model timed here (`report.timing`). Raises
-    ConfigError only for an unknown runner or kind.
+    re-checked here, and the eager Model timed here (`report.timing`). `memory`: the
+    task's `costs.memory_estimate`, where the caller has it (else a DSL check's child
+    captures the graph again to make it). Raises ConfigError only for an unknown runner
+    or kind.
     """
     if runner not in RUNNERS:
         raise ConfigError(choices_error("correctness runner", runner, RUNNERS))
@@ -101,8 +104,9 @@ def check_candidate(
     report = CorrectnessReport(ok=False, trials=int(trials) + 1, runner=runner)
     if kind == "dsl":
         return _check_dsl(
-            str(task_file), candidate, report, dtype, trials, seed, init_seed, timeout_s, timing
-        )
+            str(task_file), candidate, report, dtype, trials, seed, init_seed, timeout_s, timing,
+            memory,
+        )  # fmt: skip
     if kind == "modelnew" and static:
         found = static_check.violations(
             candidate["source"], candidate.get("filename", "<candidate>")
@@ -229,17 +233,59 @@ GPU_SLOTS_ENV = "ARGUS_KB_GPU_SLOTS"  # a folder of per-GPU lock files (a whole-
 CHECKS_PER_GPU_ENV = "ARGUS_KB_CHECKS_PER_GPU"  # checks sharing one GPU; timing stays alone
 
 
+class GpuShare:
+    """One GPU shared by several checks of a suite run, as seen from the process that starts
+    them (`gpu_slot`): a writer-preferring reader/writer lock over two lock files of that
+    GPU (a turnstile and the lock), taken HERE around the sandboxed processes this process
+    starts, so no descriptor crosses the sandbox. A check (its trials, unseen sizes and
+    compiles) holds it shared; a timing holds it alone, and while a timing waits no new
+    check gets in (the turnstile), so every timing sees an idle GPU. `waited` sums the
+    seconds spent waiting for it."""
+
+    def __init__(self, folder: str, gpu: int):
+        self.turn = open(Path(folder) / f"gpu{gpu}.turnstile.lock", "a+")  # noqa: SIM115
+        self.lock = open(Path(folder) / f"gpu{gpu}.timing.lock", "a+")  # noqa: SIM115
+        self.waited = 0.0
+
+    @contextlib.contextmanager
+    def _held(self, mode: int) -> Iterator[None]:
+        import fcntl
+
+        t0 = time.perf_counter()
+        fcntl.flock(self.turn, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.lock, mode)
+        finally:
+            fcntl.flock(self.turn, fcntl.LOCK_UN)
+        self.waited += time.perf_counter() - t0
+        try:
+            yield
+        finally:
+            fcntl.flock(self.lock, fcntl.LOCK_UN)
+
+    def shared(self) -> contextlib.AbstractContextManager[None]:
+        import fcntl
+
+        return self._held(fcntl.LOCK_SH)
+
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
+        import fcntl
+
+        return self._held(fcntl.LOCK_EX)
+
+    def close(self) -> None:
+        self.turn.close()
+        self.lock.close()
+
+
 @contextlib.contextmanager
-def gpu_slot(device: str) -> Iterator[tuple[str, tuple[int, int] | None]]:
-    """(the device a check runs on, the descriptors of its GPU's timing lock or None).
-    With ARGUS_KB_GPU_SLOTS set (a whole-suite run: many processes front-ending tasks at
-    once) a GPU check waits for one of the ARGUS_KB_CHECKS_PER_GPU slots (default 1) of a
-    GPU (a lock file per slot in that folder) and runs on "cuda:<i>". With one slot per
-    GPU the check holds its GPU alone; with several, checks share the GPU for their trials
-    and compiles and each times alone: the GPU's reader/writer lock (two descriptors, a
-    turnstile and the lock, inherited by the check's process: `worker._GpuLock`), so
-    timings stay undisturbed while the slow parts (process start, Triton and
-    torch.compile compiles, trials) overlap. Otherwise `device` as given and no lock."""
+def gpu_slot(device: str) -> Iterator[tuple[str, GpuShare | None]]:
+    """(the device a check runs on, its GPU's `GpuShare` or None). With ARGUS_KB_GPU_SLOTS
+    set (a whole-suite run: many processes front-ending tasks at once) a GPU check waits
+    for one of the ARGUS_KB_CHECKS_PER_GPU slots (default 1) of a GPU (a lock file per slot
+    in that folder) and runs on "cuda:<i>". With one slot per GPU the check holds its GPU
+    alone (no share); with several, the checks share the GPU and each timing takes it
+    alone (`GpuShare`, `_check_dsl`). Otherwise `device` as given and no share."""
     folder = os.environ.get(GPU_SLOTS_ENV)
     if device == "cpu" or not folder:
         yield device, None
@@ -260,22 +306,52 @@ def gpu_slot(device: str) -> Iterator[tuple[str, tuple[int, int] | None]]:
                     fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except OSError:
                     continue
+                share = GpuShare(folder, i) if per > 1 else None
                 try:
-                    if per == 1:
-                        yield f"cuda:{i}", None
-                    else:
-                        with (
-                            open(Path(folder) / f"gpu{i}.turnstile.lock", "a+") as turn,
-                            open(Path(folder) / f"gpu{i}.timing.lock", "a+") as timer,
-                        ):
-                            yield f"cuda:{i}", (turn.fileno(), timer.fileno())
+                    yield f"cuda:{i}", share
                 finally:
+                    if share is not None:
+                        share.close()
                     fcntl.flock(f, fcntl.LOCK_UN)
                 return
             time.sleep(0.05)
     finally:
         for f in files:
             f.close()
+
+
+def _ask_worker(
+    request: dict[str, Any], runner: str, timeout_s: float, cache: str | None
+) -> tuple[dict[str, Any] | None, str, float]:
+    """(the worker's verdict, "", its process's wall seconds) or (None, why, seconds): one
+    sandboxed `worker` process for `request`. `cache`: a folder (per candidate) bound into
+    the sandbox as Triton's and TorchInductor's caches, so a later process of the same
+    candidate (its timing) finds the kernels compiled."""
+    import torch
+
+    from argus_core.evaluate.outputs import PackError, unpack_arrays
+
+    buf = io.BytesIO()
+    torch.save(request, buf)
+    env = binds = None
+    if cache is not None:
+        env = {
+            "TRITON_CACHE_DIR": f"{cache}/triton",
+            "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor",
+        }
+        binds = [cache]
+    result = run_worker_bytes(WORKER, buf.getvalue(), runner, timeout_s, env=env, binds=binds)
+    wall = float(result["seconds_wall"])
+    if "error" in result:  # a timeout, a crash, no output
+        return None, str(result["error"]), wall
+    try:
+        meta, _ = unpack_arrays(result["stdout"])
+    except PackError as exc:
+        return None, f"the check's process sent no verdict: {exc}", wall
+    phases = meta.get("phases")
+    if isinstance(phases, dict) and isinstance(meta.get("seconds"), int | float):
+        phases["process_start"] = max(0.0, wall - float(meta["seconds"]))  # sandbox, imports
+    return meta, "", wall
 
 
 def _check_dsl(
@@ -288,6 +364,7 @@ def _check_dsl(
     init_seed: int,
     timeout_s: float,
     timing: dict[str, Any] | None,
+    memory: dict[str, int] | None = None,
 ) -> CorrectnessReport:
     """A DSL candidate (a kernel Argus lowered from verified IR, launched by our launcher:
     no code of the candidate's own runs in Python) is checked where it runs: the worker's
@@ -295,10 +372,14 @@ def _check_dsl(
     seeds, computes the reference on copies before the kernel runs, compares there, and
     sends back only the verdict and small diagnostics (`worker.check_here`). This process
     holds no tensor of the task. The child refuses, before allocating, a task whose
-    reference needs more device memory than is free (error "memory: ...")."""
-    import torch
+    reference needs more device memory than is free (error "memory: ...").
 
-    from argus_core.evaluate.outputs import PackError, unpack_arrays
+    On a GPU shared with other checks (`gpu_slot` gives a `GpuShare`) the check runs with
+    the GPU held shared and warms torch.compile's caches instead of timing; a correct
+    candidate is then timed by a second process (`worker.time_here`) with the GPU held
+    alone. `report.phases`: seconds per stage (waits, process starts, trials, compiles)."""
+    import shutil
+    import tempfile
 
     device = RUNNERS[report.runner][0]
     seeds = trial_seeds(int(seed), int(trials))
@@ -312,35 +393,71 @@ def _check_dsl(
         "unseen_seeds": [seeds[-1] ^ (0x5EED + 7 * i) for i in range(UNSEEN_SHAPES)],
         "timing": timing,
         "timeout_s": float(timeout_s),
+        "memory": memory,
     }
-    with gpu_slot(device) as (where, timing_lock):
+    phases: dict[str, float] = {}
+    report.phases = phases
+    t0 = time.perf_counter()
+    with gpu_slot(device) as (where, share):
+        phases["wait_slot"] = time.perf_counter() - t0
         request["device"] = where
-        request["timing_lock_fd"] = timing_lock
-        buf = io.BytesIO()
-        torch.save(request, buf)
-        # a check that may wait for its GPU's timing lock gets that long again
-        result = run_worker_bytes(
-            WORKER,
-            buf.getvalue(),
-            report.runner,
-            timeout_s if timing_lock is None else 2 * timeout_s,
-            pass_fds=() if timing_lock is None else timing_lock,
-        )
-    report.seconds = result["seconds_wall"]
-    if "error" in result:  # a timeout, a crash, no output
-        report.error = result["error"]
-        return report
-    try:
-        meta, _ = unpack_arrays(result["stdout"])
-    except PackError as exc:
-        report.error = f"the check's process sent no verdict: {exc}"
-        return report
-    report.max_abs_err = meta.get("max_abs")
-    report.max_rel_err = meta.get("max_rel")
-    report.unseen = list(meta.get("unseen") or [])
-    if meta.get("error") or not meta.get("ok"):
-        report.error = truncate(str(meta.get("error") or "the check's process gave no verdict"))
-        return report
+        apart = share is not None and bool(timing) and device != "cpu"
+        cache = tempfile.mkdtemp(prefix="argus-kb-cache-") if apart else None
+        try:
+            if apart:
+                request.update(timing=None, warm_compile=True, shared_gpu=True)
+            with share.shared() if share is not None else contextlib.nullcontext():
+                phases["wait_gpu"] = share.waited if share is not None else 0.0
+                meta, why, wall = _ask_worker(request, report.runner, timeout_s, cache)
+            phases["check"] = wall
+            if (
+                share is not None
+                and meta is not None
+                and str(meta.get("error")).startswith("memory:")
+            ):
+                # the memory was held by the checks sharing the GPU: once more, alone
+                before = share.waited
+                with share.exclusive():
+                    phases["wait_alone"] = share.waited - before
+                    request["shared_gpu"] = False
+                    meta, why, wall = _ask_worker(request, report.runner, timeout_s, cache)
+                    phases["check_alone"] = wall
+            report.seconds = wall
+            if meta is None:
+                report.error = why
+                return report
+            phases.update({f"check.{k}": float(v) for k, v in (meta.get("phases") or {}).items()})
+            report.max_abs_err = meta.get("max_abs")
+            report.max_rel_err = meta.get("max_rel")
+            report.unseen = list(meta.get("unseen") or [])
+            if meta.get("error") or not meta.get("ok"):
+                report.error = truncate(
+                    str(meta.get("error") or "the check's process gave no verdict")
+                )
+                return report
+            if apart:
+                assert share is not None
+                before = share.waited
+                with share.exclusive():
+                    phases["wait_timing"] = share.waited - before
+                    timed, why, wall = _ask_worker(
+                        {**request, "mode": "time", "timing": timing},
+                        report.runner,
+                        timeout_s,
+                        cache,
+                    )
+                phases["time"] = wall
+                if timed is None or timed.get("error") or not timed.get("ok"):
+                    why = why or str((timed or {}).get("error") or "no timing")
+                    report.error = truncate(f"timing: {why}")
+                    return report
+                phases.update(
+                    {f"time.{k}": float(v) for k, v in (timed.get("phases") or {}).items()}
+                )
+                meta["timing"] = timed.get("timing")
+        finally:
+            if cache is not None:
+                shutil.rmtree(cache, ignore_errors=True)
     if timing and device != "cpu":
         t = meta.get("timing") if isinstance(meta.get("timing"), dict) else {}
         ms = t.get("ms")

@@ -266,7 +266,17 @@ class KernelBenchFamily(FamilyBase):
             runner=run.runner,
             timeout_s=run.timeout_s,
             timing=timing,
+            memory=self._memory(),
         )
+
+    def _memory(self) -> dict[str, int] | None:
+        """The task's memory estimate from the graph bind captured (None without one)."""
+        if self._gm is None:
+            return None
+        try:
+            return costs.memory_estimate(self._gm)
+        except Exception:  # no estimate: the check's child makes its own
+            return None
 
     def baseline_estimate(self, timing: TimingReport, spec: TargetSpec) -> TimingReport:
         """`timing` with the eager Model's estimated time on `spec` as its baseline and the

@@ -38,6 +38,8 @@ class TaskOutcome:
     # re-checks of the best kernel at sizes the search never saw: "2/2" passed, "" none ran
     unseen: str = ""
     unseen_sizes: list = field(default_factory=list)  # [{"sizes", "ok", "error"}]
+    # seconds per stage of the best (or last checked) candidate's check (`report.phases`)
+    phases: dict = field(default_factory=dict)
 
     @property
     def speedup(self) -> float | None:
@@ -95,12 +97,17 @@ def evaluate_task(
         res, _ = stages.evaluate(cand, i, None)
         results.append(res)
     best = _best(results)
+    checked = [r for r in results if r.correctness is not None]
+    phases = dict(checked[-1].correctness.phases) if checked else {}
     if best is None or best.timing is None:
         why = next((r.failure for r in results if r.failure), "no candidate")
         verified = any(r.verify is not None and r.verify.status == "verified" for r in results)
         return TaskOutcome(
-            task, False, note=str(why)[:80], reached="correctness" if verified else "verify"
-        )
+            task, False, note=str(why)[:80], reached="correctness" if verified else "verify",
+            phases=phases,
+        )  # fmt: skip
+    if best.correctness is not None:
+        phases = dict(best.correctness.phases)
     t = best.timing
     unseen = list(best.correctness.unseen) if best.correctness is not None else []
     compiled = [v for k, v in (t.baselines or {}).items() if k.startswith("torch.compile")]
@@ -113,6 +120,7 @@ def evaluate_task(
         compile_ms=compiled[0] if compiled else None,
         unseen=f"{sum(bool(u.get('ok')) for u in unseen)}/{len(unseen)}" if unseen else "",
         unseen_sizes=unseen,
+        phases=phases,
     )  # fmt: skip
 
 

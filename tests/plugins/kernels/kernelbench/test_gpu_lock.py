@@ -1,83 +1,91 @@
-"""The GPU shared by several checks of a suite run (`evaluate.gpu_slot`, `worker._GpuLock`):
-the lock descriptors reach the check's process through the OS sandbox, trials hold the lock
-shared, and a timing waits until no trial holds it (and holds it alone)."""
+"""A GPU shared by several checks of a suite run (`evaluate.gpu_slot`, `evaluate.GpuShare`):
+the lock is taken in the process that starts the sandboxed checks (no descriptor crosses
+the sandbox); checks hold it shared, a timing waits until no check holds it and then holds
+it alone, and while a timing waits no new check gets in. The cache folder a check warms is
+bound, writable, into the sandbox of the candidate's timing."""
 
 from __future__ import annotations
 
 import fcntl
 import sys
+import threading
 import time
 
-from argus_core.sandbox import run_isolated
-from argus_plugins.kernels.kernelbench.worker import _GpuLock
+import pytest
 
-CHILD = """
-import fcntl, sys, time
-from argus_plugins.kernels.kernelbench.worker import _GpuLock
-turn, lock, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-gpu = _GpuLock((turn, lock))
-t0 = time.monotonic()
-gpu.exclusive() if mode == "ex" else gpu.shared()
-print(f"{time.monotonic() - t0:.2f}")
-"""
+from argus_core.sandbox import isolation_problem, run_isolated
+from argus_plugins.kernels.kernelbench import evaluate
+from argus_plugins.kernels.kernelbench.evaluate import GpuShare
 
 
-def _files(tmp_path):
-    return open(tmp_path / "turn.lock", "a+"), open(tmp_path / "timing.lock", "a+")  # noqa: SIM115
+def _probe(folder, mode):
+    """True when an outsider could take the GPU's lock in `mode` right now."""
+    with open(folder / "gpu0.timing.lock", "a+") as f:
+        try:
+            fcntl.flock(f, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
 
 
-def test_a_timing_in_the_sandbox_waits_for_a_trial_holding_the_gpu(tmp_path):
-    turn, lock = _files(tmp_path)
-    reader_turn, reader_lock = _files(tmp_path)  # another check: its own open files
-    trials = _GpuLock((reader_turn.fileno(), reader_lock.fileno()))
-    trials.shared()
-    fds = (turn.fileno(), lock.fileno())
-    start = time.monotonic()
+def test_checks_share_the_gpu_and_a_timing_holds_it_alone(tmp_path):
+    a, b = GpuShare(str(tmp_path), 0), GpuShare(str(tmp_path), 0)
+    with a.shared(), b.shared():  # two checks at once
+        assert not _probe(tmp_path, fcntl.LOCK_EX)  # no timing while they run
+        assert _probe(tmp_path, fcntl.LOCK_SH)
+    with a.exclusive():
+        assert not _probe(tmp_path, fcntl.LOCK_SH)  # no check while a timing runs
+    assert _probe(tmp_path, fcntl.LOCK_EX)  # free again
 
-    import threading
 
-    threading.Timer(1.5, trials.release).start()  # the trials end 1.5 s from now
-    run = run_isolated(
-        [sys.executable, "-c", CHILD, str(fds[0]), str(fds[1]), "ex"],
-        b"",
-        60,
-        what="a lock test",
-        pass_fds=fds,
-    )
+def test_a_waiting_timing_keeps_new_checks_out(tmp_path):
+    check, timing, late = (GpuShare(str(tmp_path), 0) for _ in range(3))
+    order: list[str] = []
+    with check.shared():
+        t = threading.Thread(target=lambda: _hold(timing.exclusive(), order, "timing", 0.3))
+        t.start()
+        time.sleep(0.3)  # the timing now waits, holding the turnstile
+        u = threading.Thread(target=lambda: _hold(late.shared(), order, "late check", 0.0))
+        u.start()
+        time.sleep(0.3)
+        assert order == []  # neither got in while the first check runs
+    t.join(10)
+    u.join(10)
+    assert order == ["timing", "late check"]  # the timing first: writers are preferred
+    assert timing.waited >= 0.5 and late.waited >= 0.3
+
+
+def _hold(ctx, order, name, seconds):
+    with ctx:
+        order.append(name)
+        time.sleep(seconds)
+
+
+def test_gpu_slot_gives_a_share_only_to_shared_gpus(tmp_path, monkeypatch):
+    monkeypatch.setenv(evaluate.GPU_SLOTS_ENV, str(tmp_path))
+    with evaluate.gpu_slot("cpu") as (where, share):
+        assert (where, share) == ("cpu", None)
+    monkeypatch.setenv(evaluate.CHECKS_PER_GPU_ENV, "1")
+    with evaluate.gpu_slot("cuda") as (where, share):
+        assert where == "cuda:0" and share is None  # the slot alone is exclusive
+    monkeypatch.setenv(evaluate.CHECKS_PER_GPU_ENV, "3")
+    with evaluate.gpu_slot("cuda") as (w1, s1), evaluate.gpu_slot("cuda") as (w2, s2):
+        assert w1 == w2 == "cuda:0" and isinstance(s1, GpuShare) and isinstance(s2, GpuShare)
+
+
+@pytest.mark.skipif(isolation_problem() is not None, reason="needs the OS sandbox")
+def test_a_bound_cache_folder_is_written_by_one_sandbox_and_read_by_the_next(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    write = f"open('{cache}/k.bin', 'w').write('compiled')"
+    run = run_isolated([sys.executable, "-c", write], b"", 60, what="a cache test",
+                       binds=[str(cache)])  # fmt: skip
     assert run.returncode == 0, run.stderr
-    waited = float(run.stdout.decode().strip())
-    assert waited >= 1.0, waited  # it could not time while the trials held the GPU
-    assert time.monotonic() - start >= 1.5
-
-
-def test_trials_share_the_gpu_and_a_timing_holds_it_alone(tmp_path):
-    a_turn, a_lock = _files(tmp_path)
-    b_turn, b_lock = _files(tmp_path)
-    a = _GpuLock((a_turn.fileno(), a_lock.fileno()))
-    b = _GpuLock((b_turn.fileno(), b_lock.fileno()))
-    a.shared()
-    b.shared()  # two checks' trials at once
-    c_turn, c_lock = _files(tmp_path)
-    probe = c_lock.fileno()
-    try:  # an exclusive holder cannot get in while they run
-        fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        raise AssertionError("a timing got the GPU during trials")
-    except BlockingIOError:
-        pass
-    a.release()
-    b.release()
-    a.exclusive()
-    try:  # nor a trial while a timing runs
-        fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        raise AssertionError("a trial got the GPU during a timing")
-    except BlockingIOError:
-        pass
-    a.release()
-    fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)  # free again
-
-
-def test_without_descriptors_the_lock_does_nothing():
-    gpu = _GpuLock(None)
-    gpu.shared()
-    gpu.exclusive()
-    gpu.release()
+    read = f"print(open('{cache}/k.bin').read())"
+    run = run_isolated([sys.executable, "-c", read], b"", 60, what="a cache test",
+                       binds=[str(cache)])  # fmt: skip
+    assert run.stdout.decode().strip() == "compiled"
+    # without the bind the folder is not there (the sandbox's /tmp is its own)
+    run = run_isolated([sys.executable, "-c", read], b"", 60, what="a cache test")
+    assert run.returncode != 0
