@@ -19,7 +19,7 @@ from typing import Any
 
 from argus_core.errors import ConfigError
 from argus_core.ir.expr import BoolOp, Const, Expr, IntLike, Sym, as_expr, land, lnot
-from argus_core.spec.model import Bound, OutputSpec, Read, Spec, out_sym
+from argus_core.spec.model import Bound, OutputSpec, Read, Spec, out_sym, value_sym
 
 
 class CannotDerive(ConfigError):
@@ -141,8 +141,12 @@ CONVS = {f"{c}{d}d" for c in ("Conv", "ConvTranspose") for d in (1, 2, 3)}
 POOLS = {f"{p}{d}d" for p in ("MaxPool", "AvgPool") for d in (1, 2, 3)}
 ADAPTIVE = {f"Adaptive{p}{d}d" for p in ("MaxPool", "AvgPool") for d in (1, 2, 3)}
 LOSSES = {"mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "soft_margin_loss"}
+# index-valued ops (positions, not data): they read no input element, their values are known
+# (`arange(n)`: [0, n); `full_like(x, c)`: c; `scatter(d, idx, src)`: self's or src's)
+INDEX_VALUED = {"arange", "full", "full_like", "scatter"}
 SUPPORTED = sorted(
-    POINTWISE
+    INDEX_VALUED
+    | POINTWISE
     | REDUCTIONS
     | ROW_OPS
     | MATMULS
@@ -194,9 +198,18 @@ _MODULES = {
 class _Dep:
     """A node's dependence: reads over its coordinates o0..o{rank-1}, and its shape."""
 
-    def __init__(self, reads: list[Read], shape: tuple[IntLike, ...], pred: Expr | None = None):
+    def __init__(
+        self,
+        reads: list[Read],
+        shape: tuple[IntLike, ...],
+        pred: Expr | None = None,
+        values: Expr | None = None,
+    ):
         self.reads, self.shape = reads, shape
         self.pred = pred  # a boolean mask made in the graph (ones().tril()): true where it is
+        # an index-valued node (`INDEX_VALUED`): the values its elements may hold, over
+        # `value_sym()`; None for data (any value)
+        self.values = values
 
     def at(self, index: Sequence[IntLike], guard: Expr | None = None) -> list[Read]:
         """The reads of the element at `index` (expressions over the caller's coordinates),
@@ -325,7 +338,9 @@ def spec_of_graph(
         used = set()
         for r in d.reads:
             used |= r.bound_syms(bounds)
-        specs[oname] = OutputSpec(oname, d.shape, _dedup(d.reads), {s: bounds[s] for s in used})
+        specs[oname] = OutputSpec(
+            oname, d.shape, _dedup(d.reads), {s: bounds[s] for s in used}, d.values
+        )
     return Spec(specs, all_dims)
 
 
@@ -415,6 +430,8 @@ def _rule(
             return _pool(node, kind, mod, deps[args[0]], bound)
         if kind in ADAPTIVE:
             return _adaptive(node, kind, mod, deps[args[0]], bound)
+    if kind in INDEX_VALUED:
+        return _index_valued(node, kind, args, kwargs, deps)
     o = [out_sym(d) for d in range(8)]
     if kind in ("masked_fill", "where") and args[0 if kind == "where" else 1] in deps:
         m = deps[args[0 if kind == "where" else 1]]
@@ -667,6 +684,44 @@ def _rule(
     raise CannotDerive(
         f"{node.name}: op {kind!r} has no specification rule; supported: {', '.join(SUPPORTED)}"
     )
+
+
+def _index_valued(
+    node: Any, kind: str, args: list[Any], kwargs: dict[str, Any], deps: dict[Any, _Dep]
+) -> _Dep:
+    """Positions, not data (MoE's alignment: `full_like(buf, SLOTS).scatter(0, row_of,
+    arange(SLOTS))`, every row the sentinel or a slot): no input element is read into them;
+    their values are `arange`'s [start, end), `full`'s fill, a scatter's self's or src's.
+    The scatter's positions are data (the index tensor: whose contract is its producer's)."""
+    v = value_sym()
+    shape = tuple(node.meta["tensor_meta"].shape)
+    if kind == "arange":
+        ends = [a for a in args if not isinstance(a, float)]
+        lo, hi = (ends[0], ends[1]) if len(ends) > 1 else (0, ends[0] if ends else None)
+        step = args[2] if len(args) > 2 else kwargs.get("step", 1)
+        if hi is None or not (isinstance(step, int) and step == 1):
+            raise CannotDerive(f"{node.name} (arange): only arange(end) / arange(start, end)")
+        return _Dep([], (hi - lo,), values=land(v >= lo, v < hi))
+    if kind in ("full", "full_like"):
+        fill = args[1] if len(args) > 1 else kwargs.get("fill_value")
+        if not isinstance(fill, int | Expr) or fill in deps:
+            raise CannotDerive(f"{node.name} ({kind}): the fill must be an integer of the shapes")
+        src = deps.get(args[0]) if kind == "full_like" else None
+        dims = src.shape if src is not None else tuple(args[0])
+        return _Dep([], tuple(dims) if len(dims) == len(shape) else shape, values=v.eq(fill))
+    # scatter(self, dim, index, src)
+    x, idx, src = (deps.get(a) if _is_dep(a, deps) else None for a in (args[0], args[2], args[3]))
+    if x is None or idx is None or src is None or src.reads or kwargs.get("reduce"):
+        raise CannotDerive(
+            f"{node.name} (scatter): only positions (a scatter of arange/full values, "
+            "no reduce) are supported; a scatter of data reads it at data-dependent rows"
+        )
+    values = (
+        BoolOp("or", (as_expr(x.values), as_expr(src.values)))
+        if x.values is not None and src.values is not None
+        else None
+    )
+    return _Dep(list(x.reads), x.shape, values=values)
 
 
 def _tuple_reduction(node: Any) -> bool:

@@ -13,6 +13,12 @@ def out_sym(d: int) -> Sym:
     return Sym(f"o{d}", "spec")
 
 
+def value_sym() -> Sym:
+    """The value of an output element (`v`), which an index-valued output's `values`
+    predicate speaks of."""
+    return Sym("v", "spec")
+
+
 @dataclass(frozen=True)
 class Bound:
     """A bound variable of a read: `kind` "contract" (summed against another operand, a
@@ -59,6 +65,10 @@ class OutputSpec:
     shape: tuple[IntLike, ...]
     reads: list[Read]
     bounds: dict[Sym, Bound] = field(default_factory=dict)
+    # an index-valued output (positions, not data: MoE's sorted_ids): the values its
+    # elements may hold, a predicate over `value_sym()` (`v == SLOTS | (0 <= v < SLOTS)`);
+    # None: any value (a data output's value is arithmetic, left to the correctness check)
+    values: Expr | None = None
 
     def reads_of(self, tensor: str) -> list[Read]:
         return [r for r in self.reads if r.tensor == tensor]
@@ -73,7 +83,8 @@ class OutputSpec:
                 for b in bs
             )
             parts.append(r.text() + where)
-        return f"{self.name}[{out}] <- " + "; ".join(parts)
+        vals = f" with values {to_source(self.values)}" if self.values is not None else ""
+        return f"{self.name}[{out}] <- " + ("; ".join(parts) or "no input element") + vals
 
 
 @dataclass
@@ -141,7 +152,7 @@ class Spec:
             for d in o.shape[:m]:
                 rows = rows * d
             shape = (rows, *o.shape[m:]) if n else ((1,) if name in views else ())
-            outs[name] = OutputSpec(name, shape, reads, dict(o.bounds))
+            outs[name] = OutputSpec(name, shape, reads, dict(o.bounds), o.values)
         return Spec(outs, self.dims, dict(self.names))
 
 

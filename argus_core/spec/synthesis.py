@@ -241,6 +241,9 @@ class Synthesis:
     mismatches: list[Mismatch] = field(default_factory=list)
     pinned: list[str] = field(default_factory=list)  # what the synthesized assertions pin
     windows: list[tuple[str, str]] = field(default_factory=list)  # (output, window)
+    # index-valued outputs: (store, its synthesized value assertion, the spec's values
+    # predicate over `v`), one per store
+    values: list[tuple[Store, Op, str]] = field(default_factory=list)
     seconds: float = 0.0
 
 
@@ -410,6 +413,24 @@ def synthesize(
                 f"{len(op.view.coords)}-d view, the reference's output is {len(out.shape)}-d "
                 f"(a reshaped view: give the spec over the same view, `Spec.with_row_views`)"
             )
+        if out.values is not None:
+            va = _value_assertion(op, _sub(out.values, shape_map), sname, prod)
+            if va is None:
+                res.mismatches.append(
+                    Mismatch(
+                        sname,
+                        f"values {to_source(out.values)}",
+                        f"a {len(op.value.shape)}-d tile",
+                        op.point.line,
+                        f"{sname}'s values ({to_source(out.values)}) are asserted on 0-d and "
+                        f"1-D stored tiles only; the store at line {op.point.line} writes a "
+                        f"{len(op.value.shape)}-d one",
+                    )
+                )
+            else:
+                inserts.setdefault(id(op), []).extend(va)
+                res.values.append((op, va[1], to_source(out.values)))
+                res.pinned.append(f"{sname}: every value written is {to_source(out.values)}")
         window = _window(out, reads, shape_map, op, ir)
         if window is not None:
             inserts.setdefault(id(window[0]), []).extend(window[1])
@@ -572,6 +593,58 @@ def synthesize(
     res.ir = _with_ops(ir, ops)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _value_assertion(
+    store: Store, values: Expr, sname: str, prod: dict[int, Any]
+) -> list[Op] | None:
+    """A tag and an `assert_tag` after `store`: every element it writes (its mask, which
+    holds the view's bounds) holds a value `values` admits (`v`: the stored element,
+    `al.at(value)`); None for a stored tile of 2 or more dims (`at` speaks of 0-d and 1-D
+    tiles). A *uniform* tile (one scalar broadcast: `al.zeros((BM,)) + SLOTS`, the padding
+    sentinel) is asserted at every element, the mask aside: whether some element is written
+    is then no question for the solver (a store whose mask holds nowhere, writing an invalid
+    constant, is reported too)."""
+    from argus_core.spec.model import value_sym
+
+    v = store.value
+    if len(v.shape) > 1:
+        return None
+    at = TileElem(f"%{v.id}", "data", 0, None, value=v, axis=0)
+    pred = values.subs({value_sym(): at})
+    if store.mask is not None and not _uniform(v, prod):
+        pred = lnot(store.mask) | pred
+    pt = ProgramPoint(store.point.file, store.point.line, f"synth: {sname} values")
+    name = f"{SYNTH_TAG}.values.{sname}.{store.point.line}"
+    elems = tuple(elem_sym(d, v.shape[d]) for d in range(len(v.shape)))
+    syms = tuple(Sym(f"_synthv{d}", "scalar") for d in range(len(v.shape)))
+    return [Tag(pt, v, elems, name), AssertTag(pt, v, name, syms, pred)]
+
+
+def _uniform(v: Any, prod: dict[int, Any], depth: int = 8) -> bool:
+    """Every element of tile `v` is the same scalar: zeros/full combined elementwise with
+    scalar expressions free of element symbols (shapes, program ids, loop variables)."""
+    from argus_core.ir.nodes import Full, Zeros
+
+    op = prod.get(v.id)
+    if depth == 0 or op is None:
+        return False
+    if isinstance(op, Zeros | Full):
+        return True
+    if isinstance(op, Cast):
+        return _uniform(op.x, prod, depth - 1)
+    if isinstance(op, Elementwise):
+        for a in op.args:
+            if isinstance(a, Value):
+                if not _uniform(a, prod, depth - 1):
+                    return False
+            elif isinstance(a, Expr):
+                if any(elem_axis(x) is not None or isinstance(x, TileElem) for x in a.symbols()):
+                    return False
+            elif not isinstance(a, int | float):
+                return False
+        return True
+    return False
 
 
 def _rhs_assertion(
@@ -781,7 +854,14 @@ def check(
     status = "violated" if cexs else report.status
     summary = cexs[0]["text"] if cexs else report.summary
     return SynthReport(
-        status, cexs, len(syn.assertions), syn.pinned, syn.seconds, vs, summary, report
+        status,
+        cexs,
+        len(syn.assertions) + len(syn.values),
+        syn.pinned,
+        syn.seconds,
+        vs,
+        summary,
+        report,
     )
 
 
@@ -847,6 +927,8 @@ def check_modes(
 def _explain(c: dict[str, Any], syn: Synthesis, policy: Any) -> dict[str, Any]:
     """Name the output element, the input element it should have read, the one it read."""
     line = c["program_point"]["line"]
+    if str(c["program_point"].get("op", "")).endswith(" values"):
+        return _explain_values(c, syn)
     cand = [s for s in syn.assertions if s.load.point.line == line and s.op is not None]
     if not cand:
         return c
@@ -885,6 +967,32 @@ def _explain(c: dict[str, Any], syn: Synthesis, policy: Any) -> dict[str, Any]:
         "reads": got,
         "text": f"synth at {c['program_point']['file'].rsplit('/', 1)[-1]}:{line}: {text}",
         "message": text,
+    }
+
+
+def _explain_values(c: dict[str, Any], syn: Synthesis) -> dict[str, Any]:
+    """An index-valued output's store wrote a value the reference's values exclude."""
+    line = c["program_point"]["line"]
+    found = [(st, want) for st, _, want in syn.values if st.point.line == line]
+    if not found:
+        return c
+    st, want = found[0]
+    sname = st.view.tensor.name
+    elem = list(c.get("lhs") or [])
+    shapes = ", ".join(f"{k}={v}" for k, v in (c.get("shapes") or {}).items())
+    file = str(c["program_point"]["file"]).rsplit("/", 1)[-1]
+    text = (
+        f"synth at {file}:{line}: element {elem} of the tile stored into {sname} holds a "
+        f"value v the reference's {sname} never holds (it must satisfy {want}) [{shapes}]"
+    )
+    return {
+        **c,
+        "assertion": "synth_dataflow",
+        "invariant": f"{sname} values",
+        "output_element": f"{sname}[the row element {elem} is stored to]",
+        "should_read": f"a value with {want}",
+        "reads": "another value",
+        "text": text,
     }
 
 

@@ -10,9 +10,12 @@ index tensor*: h1[o0, o1] reads `w1[@ids[o0], 0, o1, k]` — the expert of slot 
 (slot o0 is token o0 // topk's; topk = SLOTS // T). Shape symbols are the kernels' own
 (`T`, `H`, `SLOTS`, ...).
 
-`moe_align` has no spec: it computes indices (a permutation of the slots by expert), it
-reads no data into its outputs; its postconditions stay its own (`lands_in_own_blocks`,
-`padding`) and the routing contract of the GEMMs is what they establish.
+`moe_align` computes positions, not data (`routing.align_blocks`: `sorted_ids` is the
+sentinel SLOTS everywhere, then each slot at its row): its stage reads no input element into
+`sorted_ids`, and the spec pins the *values* it may hold — the sentinel or a slot in
+[0, SLOTS) (`v == SLOTS | (0 <= v < SLOTS)`), which synthesis asserts at every store of
+`sorted_ids` (padding written as -1 is caught). Which row each slot lands in, and the
+blocks' experts, stay the kernel's own postconditions (`lands_in_own_blocks`).
 """
 
 from __future__ import annotations
@@ -65,6 +68,14 @@ def _specs() -> dict[str, list[tuple[dict[str, int], Any]]]:
             y = torch.matmul(w2[ids], h1.unsqueeze(-1)).squeeze(-1)
             return y * wts.unsqueeze(-1)
 
+    class Align(torch.nn.Module):
+        """sorted_ids as `routing.align_blocks` makes it: the sentinel SLOTS (padding)
+        everywhere, slot s at its row row_of[s] (the contract's `row_of`)."""
+
+        def forward(self, ids, row_of, sorted_ids):
+            slots = torch.arange(ids.size(0), device=ids.device)
+            return torch.full_like(sorted_ids, ids.size(0)).scatter(0, row_of, slots)
+
     class Combine(torch.nn.Module):
         """out[t] = sum over the token's K slots of y (y seen as [K, T, H])."""
 
@@ -114,6 +125,18 @@ def _specs() -> dict[str, list[tuple[dict[str, int], Any]]]:
         },
         "moe_down",
     )
+    align = spec_of_module(
+        Align,
+        lambda: [
+            torch.empty(t * k, dtype=i64),
+            torch.empty(t * k, dtype=i64),
+            torch.empty(t * k + e * 3, dtype=i64),
+        ],
+        ["ids", "row_of", "sorted_ids"],
+        ["sorted_ids"],
+        {"ids": _sym("SLOTS"), "row_of": _sym("SLOTS"), "sorted_ids": _sym("CAP")},
+        "moe_align",
+    )
     combine = spec_of_module(
         Combine,
         lambda: [torch.empty(k, t, h, dtype=f32)],
@@ -127,9 +150,10 @@ def _specs() -> dict[str, list[tuple[dict[str, int], Any]]]:
         "moe_up": [({}, up)],
         "moe_down": [({}, down)],
         "moe_combine": [({}, combine)],
+        "moe_align": [({}, align)],
     }
 
 
 def reference_specs(entry: str) -> list[tuple[dict[str, int], Any]]:
-    """The spec of kernel `entry` per mode ([] for `moe_align` and unknown names)."""
+    """The spec of kernel `entry` per mode ([] for unknown names)."""
     return list(_specs().get(entry, []))

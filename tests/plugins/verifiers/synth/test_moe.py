@@ -30,11 +30,11 @@ SYNTH_ONLY = {
 # of w1 are read, paired with x, in both the kernel and the swapped one (the correctness
 # check and the kernel's own `coord.rhs` assertion catch it)
 NOT_DATA_FLOW = {"up_gate_up_swapped"}
-# moe_align computes indices and reads no data: it has no reference spec to synthesize
-# from, and its routing contract (the padding value is the sentinel SLOTS) is hand-written
-# ghost code that stripping deletes; these are caught by the hand-written contract only
-# (asserted below), a gap of synthesis (issue #19), not of the verifier
-CONTRACT_ONLY = {"align_padding_minus_one"}
+# moe_align computes positions, not data: its spec pins the values sorted_ids may hold
+# (the reference's `full_like(sorted_ids, SLOTS).scatter(0, row_of, arange(SLOTS))`: the
+# sentinel or a slot), which catches padding written as -1 once the hand-written `padding`
+# contract is deleted (the implied assertions alone miss it)
+SYNTH_VALUES = {"align_padding_minus_one"}
 
 
 def parse(path: pathlib.Path, entry: str):
@@ -50,10 +50,12 @@ def test_specs_read_through_the_routing_ids():
     ((_, down),) = reference_specs("moe_down")
     assert "w2[@ids[o0], o1, k0]" in down.text() and "wts[o0]" in down.text()
     assert [m for m, _ in reference_specs("moe_route")] == [{"renorm": 0}, {"renorm": 1}]
-    assert reference_specs("moe_align") == []  # it computes indices, reads no data
+    ((_, align),) = reference_specs("moe_align")  # positions: no data read, values pinned
+    assert align.outputs["sorted_ids"].reads == []
+    assert "(v == SLOTS) | (((v >= 0) & (v < SLOTS)))" in align.text()
 
 
-@pytest.mark.parametrize("entry", ["moe_route", "moe_up", "moe_down", "moe_combine"])
+@pytest.mark.parametrize("entry", ["moe_route", "moe_up", "moe_down", "moe_combine", "moe_align"])
 def test_moe_kernels_proved_from_synthesized_invariants(entry):
     ir, pol = parse(KERNEL, entry)
     stripped = strip_hand_written(ir)
@@ -61,6 +63,8 @@ def test_moe_kernels_proved_from_synthesized_invariants(entry):
     r = check_modes(stripped, pol, reference_specs(entry), target_spec())
     assert r.status == "verified", r.summary
     assert r.synthesized >= 1
+    if entry == "moe_align":  # the values of its three stores: slots, padding, tail
+        assert r.synthesized == 3 and all("sorted_ids: every value" in p for p in r.pinned)
     if entry in ("moe_up", "moe_down"):  # the expert of every row: ids[slot]
         assert any("@ids[" in p for p in r.pinned), r.pinned
 
@@ -77,19 +81,17 @@ def test_planted_moe_bugs_still_caught(path):
     ir, pol = parse(path, entry)
     stripped = strip_hand_written(ir)
     modes = reference_specs(entry)
-    if path.stem in CONTRACT_ONLY:
-        assert SmtVerifier().verify(ir, pol, {}, target_spec()).status == "violated"
-        assert SmtVerifier().verify(stripped, pol, {}, target_spec()).status == "verified"
-        return
-    if not modes:  # moe_align: its bugs break the implied store assertions
-        r = SmtVerifier().verify(stripped, pol, {}, target_spec())
-        assert r.status == "violated", r.summary
-        return
     r = check_modes(stripped, pol, modes, target_spec())
     if path.stem in NOT_DATA_FLOW:
         assert r.status == "verified", r.summary
         return
     assert r.status == "violated", r.summary
+    if path.stem in SYNTH_VALUES:
+        plain = SmtVerifier().verify(stripped, pol, {}, target_spec())
+        assert plain.status == "verified", plain.summary  # the implied ones miss it
+        cex = r.counterexamples[0]
+        assert cex["assertion"] == "synth_dataflow", cex
+        assert cex["invariant"] == "sorted_ids values", cex
     if path.stem in SYNTH_ONLY:
         plain = SmtVerifier().verify(stripped, pol, {}, target_spec())
         assert plain.status != "violated", plain.summary  # the implied ones miss it
