@@ -18,12 +18,14 @@ terms), `solver` (z3 queries),
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 import hashlib
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import z3
@@ -131,15 +133,33 @@ def analyse(
     """Every assertion's finding (proved, violated with a counterexample, or unknown), for
     the kernel run on `target` (its warp size names a counterexample's lanes)."""
     opts = _options(options or {})
-    ctx = Context(ir, policy, opts)
-    frame = Frame()
-    data = DataState(ctx, frame) if uses_data(ir) else None
-    ctx.data = data  # the solver's theory of data reads (None: no data ops)
-    threads = Threads(int(policy.compiler.get("num_warps", 4)), int(target.wave_size))
-    chk = Checker(ctx, threads)
-    Interpreter(ctx, chk, TRANSFER, frame, data).run(ir.ops)
-    softmax_bases.check(ctx, chk, ir)  # bases of an online softmax's exponentials
+    with _no_cyclic_gc():
+        ctx = Context(ir, policy, opts)
+        frame = Frame()
+        data = DataState(ctx, frame) if uses_data(ir) else None
+        ctx.data = data  # the solver's theory of data reads (None: no data ops)
+        threads = Threads(int(policy.compiler.get("num_warps", 4)), int(target.wave_size))
+        chk = Checker(ctx, threads)
+        Interpreter(ctx, chk, TRANSFER, frame, data).run(ir.ops)
+        softmax_bases.check(ctx, chk, ir)  # bases of an online softmax's exponentials
     return chk.findings, ctx
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Python's cyclic garbage collector off during one analysis: the analysis allocates
+    millions of short-lived expression nodes, so the collector ran ~200 times per
+    `moe_align` verification, scanning the whole heap at each full pass (8-15% of its
+    time, more in a process that imported torch). Nothing is left to it: no cycle holds a
+    z3 term (docs/verifier.md, "Queries and bounds"), so the verdicts and models are the
+    same; what cycles there are are collected once the collector is back on."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class SmtVerifier:

@@ -119,6 +119,8 @@ class DataState:
         self._facts: dict[tuple, list[Expr]] = {}
         self.ps_names: dict[str, str] = {}  # a sum's summand and range -> its name
         self.z3cache: dict[Expr, tuple] = {}  # fact -> (z3 term, symbols it needs)
+        # (root reads, sums) -> (facts and instances, tensors read, sums?, their terms)
+        self._derived: dict[tuple, tuple] = {}
         self.running: dict[int, IntLike] = {}  # loop results that are running sums
         self.writes: dict[str, list] = {}  # stores so far, per tensor (store_coverage.py)
         self.uncovered: dict[str, Any] = {}  # tensors with rows computed by sums -> 1st store
@@ -235,26 +237,50 @@ class DataState:
 
     def instances(self, q: Query, roots) -> tuple[list[Any], list[str]]:
         """Contract instances for the reads in `roots` (IR expressions), as z3 terms, and
-        the opaque values the query depends on (by the op they stand for)."""
-        out: list[Any] = []
+        the opaque values the query depends on (by the op they stand for).
+
+        The instances are a function of the roots' reads (and of the sums known so far):
+        they are derived once per such key (`_derive`) and their z3 terms converted once
+        (`prefix_sums.convert_cached`), so the queries of one kernel that read the same
+        data (moe_align: a third of them) pay only for making their variables."""
+        root_reads = reads(roots)
+        key = (
+            tuple(r.name for r in root_reads),
+            tuple((n, p.multiple, p.nonneg, p.unit) for n, p in self.ps.items()),
+        )
+        hit = self._derived.get(key)
+        if hit is None:
+            hit = self._derived[key] = self._derive(root_reads, key[1])
+        out, used, sums, converted = hit
+        terms = prefix_sums.convert_cached(self, q, out, converted)
+        q.data_reads = [r for r in root_reads if not r.tensor.startswith(OPAQUE)]
+        q.sums = sums
+        opaque = sorted({self.opaque[t] for t in used if t in self.opaque})
+        return terms, opaque
+
+    def _derive(self, root_reads: list[DataRead], sums_key: tuple) -> tuple:
+        """(the prefix-sum facts and contract instances for `root_reads` as IR predicates,
+        the tensors they and the roots read, whether they mention sums, a slot for their
+        converted terms)."""
+        out: list[Expr] = []
         seen: set[tuple] = set()
-        everything = list(roots)
-        root_reads = reads(everything)
         rs = root_reads
+        every = {r.name: r for r in root_reads}
         if self.ps:  # prefix sums: their facts at the points the query mentions
-            key = (
-                tuple(r.name for r in root_reads),
-                tuple((n, p.multiple, p.nonneg, p.unit) for n, p in self.ps.items()),
-            )
+            key = (tuple(r.name for r in root_reads), sums_key)
             if key not in self._facts:
                 self._facts[key] = prefix_sums.facts(self, root_reads)
             out.extend(self._facts[key])
-            everything = list(roots) + out
-            rs = reads(everything)
+            # = reads(roots + facts): `reads` lists the later expressions' reads first
+            fact_reads = reads(out)
+            rs = list({r.name: r for r in fact_reads + root_reads}.values())
+            every.update((r.name, r) for r in fact_reads)
+        new: list[Expr] = []
         for rnd in range(ROUNDS):
             if rnd:
-                rs = reads(everything)
-            new: list[Expr] = []
+                rs = reads(new)
+                every.update((r.name, r) for r in rs)
+            new = []
             args: dict[tuple[str, int], dict[str, IntLike]] = {}
             for r in rs:
                 for n, a in enumerate(r.args):
@@ -281,14 +307,10 @@ class DataState:
             if not new:
                 break
             out.extend(new)
-            everything = new
-        terms = prefix_sums.convert(self, q, out)
-        q.data_reads = [r for r in root_reads if not r.tensor.startswith(OPAQUE)]
-        every = list({r.name: r for r in root_reads + reads(out)}.values())
-        used = {r.tensor for r in every}
-        q.sums = prefix_sums.uses_sums(self, every)
-        opaque = sorted({self.opaque[t] for t in used if t in self.opaque})
-        return terms, opaque
+        else:  # the last round's instances were not walked for reads
+            every.update((r.name, r) for r in reads(new))
+        used = {r.tensor for r in every.values()}
+        return out, used, prefix_sums.uses_sums(self, every.values()), []
 
     def confirm(self, q: Query, model, violation: IntLike, solver) -> Any | None:
         """A model with every prefix sum at its true value (`prefix_sums.confirm`)."""

@@ -313,6 +313,26 @@ def convert(st, q, facts: list[Expr]) -> list[Any]:
     return out
 
 
+def convert_cached(st, q, facts: list[Expr], converted: list) -> list[Any]:
+    """`convert` of a list of facts that several queries share: its terms and the symbols
+    they name are kept in `converted` (empty until the first query without overrides
+    fills it), so a later query only makes those symbols' variables, in the order
+    `convert` would have made them."""
+    if q.overrides or q.fixed:
+        return [q.zb(e) for e in facts]
+    if converted:
+        terms, names = converted
+        for n in names:
+            q.env[n]  # noqa: B018 - makes the symbol's variable and its bounds in q
+        return list(terms)
+    terms = convert(st, q, facts)
+    names: dict[str, None] = {}
+    for e in facts:
+        names.update(dict.fromkeys(st.z3cache[e][1]))
+    converted[:] = [terms, tuple(names)]
+    return list(terms)
+
+
 def _names(e: Expr) -> tuple[str, ...]:
     out: list[str] = []
     stack = [e]

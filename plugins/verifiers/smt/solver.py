@@ -395,6 +395,8 @@ class Query:
         s.add(formula)
         r = z3.unknown
         small = [self.vars[n] <= ctx.small_extent for n in ctx.shapes if n in self.vars]
+        if small and ctx.probe_ms and self._proved_at_once(s):
+            small, r = [], z3.unsat
         if small and ctx.probe_ms:
             # probe small shapes first: a model there is a model (a readable one), and
             # nonlinear program-id arithmetic is found much faster in a small box
@@ -405,7 +407,7 @@ class Query:
                 r = z3.sat
                 model = s.model()
             s.pop()
-        if r != z3.sat:
+        if r == z3.unknown:  # neither proved at once nor a model in the probe's box
             s.set("timeout", ctx.timeout_ms)
             r = s.check()
             model = s.model() if r == z3.sat else None
@@ -427,6 +429,18 @@ class Query:
         ctx.seconds += time.perf_counter() - t0
         ctx.queries += 1
         return out
+
+    def _proved_at_once(self, s: Any) -> bool:
+        """Is the query unsat on its full bounds within `probe_ms`? Most queries are
+        proofs, and z3 proves them there faster than in the probe's box, which can only
+        find models (moe_align: 0.24 s instead of 0.35 s of z3). Anything else leaves the
+        solver as it was: the probe and the full check then run as they always did, so a
+        counterexample is the one they find (a model of this attempt is not used)."""
+        s.push()  # z3's incremental core, as the probe and the full check use
+        s.set("timeout", self.ctx.probe_ms)
+        proved = s.check() == z3.unsat
+        s.pop()
+        return proved
 
     def _order(self) -> list[str]:
         """The variables a counterexample is minimized over, most telling first: shapes,
