@@ -133,6 +133,7 @@ LAYOUT = {
     "flatten",
     "getitem",
     "index_select",
+    "flip",
 }
 # ops whose output reads a row by rank (the k largest): like a reduction over the dim
 SELECTIONS = {"topk", "sort", "argsort"}
@@ -572,13 +573,21 @@ def _rule(
     if kind in REDUCTIONS:
         x = deps[args[0]]
         n = len(x.shape)
-        dim = kwargs.get("dim", args[1] if len(args) > 1 else None)
+        pos = 2 if kind == "norm" else 1  # torch.norm(x, p, dim, keepdim)
+        dim = kwargs.get("dim", args[pos] if len(args) > pos else None)
         keep = bool(
-            kwargs.get("keepdim", args[2] if len(args) > 2 and isinstance(args[2], bool) else False)
+            kwargs.get(
+                "keepdim",
+                args[pos + 1] if len(args) > pos + 1 and isinstance(args[pos + 1], bool) else False,
+            )
         )
-        if dim is None:
-            raise CannotDerive(f"{node.name} ({kind}) over every dim is not supported; give dim")
-        dims = [_dim(d, n, kind) for d in (dim if isinstance(dim, tuple | list) else [dim])]
+        if dim is None and kind in ("argmin", "argmax"):
+            raise CannotDerive(f"{node.name} ({kind}) over every dim (a flat index): give dim")
+        dims = (
+            list(range(n))  # every dim: a 0-d result (`x.sum()`, `torch.norm(x)`)
+            if dim is None
+            else [_dim(d, n, kind) for d in (dim if isinstance(dim, tuple | list) else [dim])]
+        )
         rs = {d: bound("reduce", x.shape[d], node.name) for d in dims}
         idx, shape, j = [], [], 0
         for d in range(n):
@@ -652,6 +661,8 @@ def _rule(
     if kind in LOSSES:  # the mean/sum of a per-element loss over every element
         ops = [a for a in args[:2] if a in deps]
         red = kwargs.get("reduction", "mean")
+        if red == "batchmean" and kind == "kl_div":
+            red = "sum"  # the sum over every element divided by the batch: the same reads
         if red not in ("mean", "sum") or len(ops) != 2:
             raise CannotDerive(f"{node.name} ({kind}): reduction {red!r} of two tensors only")
         shape = _broadcast([deps[a].shape for a in ops])
@@ -662,6 +673,13 @@ def _rule(
             off = len(shape) - len(sh)
             reads += deps[a].at([0 if _one(sh[k]) else rs[k + off] for k in range(len(sh))])
         return _Dep(reads, ())
+    if kind == "flip" and args[0] in deps:  # element o_d of the flipped dims reads n - 1 - o_d
+        x = deps[args[0]]
+        n = len(x.shape)
+        ds = kwargs.get("dims", args[1] if len(args) > 1 else None)
+        ds = [_dim(d, n, kind) for d in (ds if isinstance(ds, tuple | list) else [ds])]
+        idx = [x.shape[d] - 1 - out_sym(d) if d in ds else out_sym(d) for d in range(n)]
+        return _Dep(x.at(idx), x.shape)
     if kind in SCANS:
         x = deps[args[0]]
         n = len(x.shape)
