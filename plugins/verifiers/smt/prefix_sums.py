@@ -205,6 +205,7 @@ def facts(st, rs: list[DataRead]) -> list[Expr]:
     reg = st.ps
     points: dict[str, list[tuple[tuple, Expr]]] = {}
     sels: list[tuple[str, tuple, Expr]] = []  # select reads (sum, params, t) to define
+    summands: dict[tuple[str, int], IntLike] = {}  # (sum, point) -> its summand there
     todo = [r for r in rs if _base(r.tensor) in reg]
     deep = any(r.tensor.endswith(".sel") for r in todo)
     depth = DEEP if deep else DEPTH
@@ -215,7 +216,7 @@ def facts(st, rs: list[DataRead]) -> list[Expr]:
             pts = points.setdefault(name, [])
             if (params, as_expr(v)) not in pts:
                 pts.append((params, as_expr(v)))
-                added.append((reg[name], params, as_expr(v)))
+                added.append((name, len(pts) - 1))
 
         for r in todo:
             name = _base(r.tensor)
@@ -247,7 +248,10 @@ def facts(st, rs: list[DataRead]) -> list[Expr]:
         if level == depth:
             break
         # sums inside the summands the facts will state (a padded count's count)
-        todo = [r for r in reads([rec.w(p, v) for rec, p, v in added]) if r.tensor in reg]
+        for name, i in added:  # each point's summand, made once (stated below too)
+            p, v = points[name][i]
+            summands[name, i] = reg[name].w(p, v)
+        todo = [r for r in reads([summands[a] for a in added]) if r.tensor in reg]
     out: list[Expr] = []
     for name, params, t in sels:
         rec = reg[name]
@@ -266,10 +270,12 @@ def facts(st, rs: list[DataRead]) -> list[Expr]:
     for name, pts in points.items():
         rec = reg[name]
         lo, hi = as_expr(rec.lo), as_expr(rec.hi)
-        for params, x in pts:
+        for i, (params, x) in enumerate(pts):
             fx, box = read(name, *params, x), land(lo <= x, x <= hi)
+            w = summands.get((name, i))
+            w = rec.w(params, x) if w is None else w
             # the summand at x once, as its own term: the pair facts below only name it
-            out.append(lnot(land(box, x < hi)) | as_expr(_w(name, params, x)).eq(rec.w(params, x)))
+            out.append(lnot(land(box, x < hi)) | as_expr(_w(name, params, x)).eq(w))
             if x == lo:
                 out.append(as_expr(fx).eq(0))
             if rec.nonneg:
@@ -278,17 +284,29 @@ def facts(st, rs: list[DataRead]) -> list[Expr]:
                 out.append(lnot(box) | (as_expr(fx) <= x - lo))
             if rec.multiple:
                 out.append(lnot(box) | (as_expr(fx) % rec.multiple).eq(0))
-        reads_at = [read(name, *p, x) for p, x in pts]  # each point's F and w, made once
+        # each point's F, w, bounds and neighbours, made once: the pairs below share them
+        # (the same terms as made per pair, so z3 gets the same formulas)
+        reads_at = [read(name, *p, x) for p, x in pts]
         ws_at = [_w(name, p, x) for p, x in pts]
-        for (ia, (pa, x)), (ib, (pb, y)) in itertools.permutations(enumerate(pts), 2):
-            if x == lo or x == hi or y == lo or (as_expr(y) == as_expr(x - 1) and pa == pb):
-                continue  # F(lo) = 0, nothing lies past hi, or stated from the other side
-            if deep and pa != pb:
+        ends = [x == lo or x == hi for _p, x in pts]
+        at_lo = [x == lo for _p, x in pts]
+        above_lo = [lo <= x for _p, x in pts]
+        below_hi = [x <= hi for _p, x in pts]
+        before = [as_expr(x - 1) for _p, x in pts]
+        after = [as_expr(x + 1) for _p, x in pts]
+        for ia, ib in itertools.permutations(range(len(pts)), 2):
+            if ends[ia] or at_lo[ib]:
+                continue  # F(lo) = 0, nothing lies past hi
+            (pa, x), (pb, y) = pts[ia], pts[ib]
+            one = pa == pb  # one program's sums (the same other arguments)
+            if one and y == before[ia]:
+                continue  # stated from the other side
+            if deep and not one:
                 continue  # a coverage query relates one program's sums (witnesses), not two
             fx, fy, wx = reads_at[ia], reads_at[ib], ws_at[ia]
-            same = [as_expr(a).eq(b) for a, b in zip(pa, pb) if as_expr(a) != as_expr(b)]
-            pair = land(*same, lo <= x, x < y, y <= hi)
-            if as_expr(y) == as_expr(x + 1) and pa == pb:
+            same = [] if one else [as_expr(a).eq(b) for a, b in zip(pa, pb) if a != b]
+            pair = land(*same, above_lo[ia], x < y, below_hi[ib])
+            if one and y == after[ia]:
                 out.append(lnot(pair) | as_expr(fy).eq(as_expr(fx) + wx))
                 continue
             if rec.nonneg:
@@ -305,10 +323,13 @@ def convert(st, q, facts: list[Expr]) -> list[Any]:
     out = []
     for e in facts:
         hit = st.z3cache.get(e)
-        if hit is None:
-            hit = st.z3cache[e] = (q.zb(e), _names(e))
-        for n in hit[1]:
-            q.env[n]  # noqa: B018 - makes the symbol's variable and its bounds in q
+        if hit is None:  # converting it makes its symbols' variables in q
+            hit = st.z3cache[e] = [q.zb(e), None]
+        else:  # the symbols it needs, found once (on its first reuse)
+            if hit[1] is None:
+                hit[1] = _names(e)
+            for n in hit[1]:
+                q.env[n]  # noqa: B018 - makes the symbol's variable and its bounds in q
         out.append(hit[0])
     return out
 
@@ -322,15 +343,13 @@ def convert_cached(st, q, facts: list[Expr], converted: list) -> list[Any]:
         return [q.zb(e) for e in facts]
     if converted:
         terms, names = converted
+        if names is None:  # found on the first reuse (most lists have none)
+            names = converted[1] = _names_all(facts)
         for n in names:
             q.env[n]  # noqa: B018 - makes the symbol's variable and its bounds in q
         return list(terms)
-    terms = convert(st, q, facts)
-    names: dict[str, None] = {}
-    for e in facts:
-        names.update(dict.fromkeys(st.z3cache[e][1]))
-    converted[:] = [terms, tuple(names)]
-    return list(terms)
+    converted[:] = [convert(st, q, facts), None]
+    return list(converted[0])
 
 
 def _names(e: Expr) -> tuple[str, ...]:
@@ -341,6 +360,25 @@ def _names(e: Expr) -> tuple[str, ...]:
         if isinstance(x, Sym) and not isinstance(x, DataRead) and x.name not in out:
             out.append(x.name)
         stack.extend(x.children())
+    return tuple(out)
+
+
+def _names_all(es: list[Expr]) -> tuple[str, ...]:
+    """The names `_names` gives each of `es`, in turn, each once: the order in which
+    `convert` makes their variables when every one is a reuse (a subexpression shared by
+    two of them is walked once)."""
+    out: dict[str, None] = {}
+    seen: set[int] = set()
+    for e in es:
+        stack = [e]
+        while stack:
+            x = stack.pop()
+            if id(x) in seen:
+                continue
+            seen.add(id(x))
+            if isinstance(x, Sym) and not isinstance(x, DataRead):
+                out.setdefault(x.name)
+            stack.extend(x.children())
     return tuple(out)
 
 
