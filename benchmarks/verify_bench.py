@@ -16,9 +16,12 @@ mask modes are two verifications); `-` where there is none.
 from __future__ import annotations
 
 import argparse
+import logging
 import pathlib
+import re
 import statistics
 import time
+import warnings
 
 from argus_core.plugin_manager import Registry, default_plugin_manager
 from argus_core.spec import synthesis
@@ -87,6 +90,8 @@ def measure(
 
 
 def main() -> None:
+    warnings.filterwarnings("ignore")  # the table is the output: no capture or z3 noise
+    logging.disable(logging.WARNING)
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--backend", default="mi300x", help="verify for this backend's target")
@@ -136,34 +141,114 @@ def main() -> None:
             moe_spec = registry.get("kernel", "moe").reference_specs(entry) or None
             rows.append(measure(MOE, moe_tiles, 4, args.repeat, target, entry, keys, moe_spec))
     rows += emitted_rows(args.repeat, target)
-    head = f"{'kernel':24} {'tiles':>18} {'warps':>5} {'status':>9} {'asserts':>7} {'queries':>7} {'seconds':>8} {'cpu s':>6} {'synth s':>7} {'+synth s':>8}"
+    explicit = explicit_rows(args.repeat)
+    head = (
+        f"{'kernel':36} {'tiles':>18} {'warps':>5} {'status':>9} {'asserts':>7} {'queries':>7} "
+        f"{'seconds':>8} {'cpu s':>6} {'synth s':>7} {'+synth s':>8}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
-            f"{r['kernel']:24} {r['tiles']:>18} {r['warps']:>5} {r['status']:>9} {r['assertions']:>7} "
-            f"{r['queries']:>7} {r['seconds']:>8.3f} {r['cpu']:>6.3f} "
+            f"{r['kernel'][:36]:36} {r['tiles']:>18} {r['warps']:>5} {r['status']:>9} "
+            f"{r['assertions']:>7} {r['queries']:>7} {r['seconds']:>8.3f} {r['cpu']:>6.3f} "
             f"{_s(r['synth']):>7} {_s(r['with_synth']):>8}"
         )
+    head = f"{'explicit level':36} {'config':>44} {'status':>9} {'asserts':>7} {'cpu s':>6}"
+    print()
+    print(head)
+    print("-" * len(head))
+    for r in explicit:
+        print(
+            f"{r['kernel']:36} {r['config']:>44} {r['status']:>9} {r['assertions']:>7} "
+            f"{r['cpu']:>6.3f}"
+        )
+    slow = [r for r in rows if r["cpu"] >= 1.0] + [r for r in explicit if r["cpu"] >= 2.0]
+    print(
+        f"\n{len(rows)} tile-level rows (target < 1 s CPU), {len(explicit)} explicit-level "
+        f"(target < 2 s): {len(slow)} over"
+        + (": " + ", ".join(r["kernel"] for r in slow) if slow else "")
+    )
 
 
-# issue #19: one KernelBench task per front-end template, its emitted kernel with the spec
-# derived from the task's graph (synthesis cost per template)
-TEMPLATE_TASKS = (
-    "level1/8_add_mul", "level1/3_matmul_bias_relu", "level2/5_linear_gelu_softmax",
-    "level1/12_rms_norm_rows", "level1/5_row_softmax", "level1/6_row_sum",
-    "level1/15_max_over_middle_dim", "level1/11_cumsum",
-    # issue #16: the rest of the templates (every emitted kernel < 1 s): conv, chanprog,
-    # max and average pools, a group norm's matmul_rows, a row mean
-    "level1/17_conv2d_strided_padded_dilated", "level1/19_depthwise_conv1d",
-    "level1/20_rms_norm_over_channels", "level1/21_maxpool2d_dilated_then_scale",
-    "level1/22_avgpool3d_padded", "level2/8_linear_groupnorm_hardtanh", "level1/7_mean_last_dim",
-    "level2/11_conv3d_batchnorm_residual_hardswish",
-)  # fmt: skip
+# issue #16: the front end's emissions beside tests/kernelbench_tasks (every task there is
+# measured): the lowerings of lower_more.py and fullreduce on small inline modules (the
+# shapes of tests/plugins/kernels/kernelbench/test_lower_more.py), and programs of several
+# kernels (`match._program`): each kernel of a program is its own row
+_HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+
+
+def _task(sizes: str, init: str, forward: str, inputs: str) -> str:
+    """A KernelBench-format task: module-level sizes, a Model, get_inputs."""
+    return (
+        f"{_HEAD}{sizes}\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+        f"        super().__init__()\n{init}\n    def forward(self, {forward}\n\n\n"
+        f"def get_inputs():\n    return {inputs}\n\n\ndef get_init_inputs():\n    return []\n"
+    )
+
+
+INLINE_TASKS = {
+    "cumsum_masked": _task("R = 5\nN = 300", "", "x, mask):\n        return torch.cumsum(x * mask, dim=1)",
+                           "[torch.randn(R, N), torch.rand(R, N) > 0.5]"),
+    "cumsum_reverse": _task("R = 3\nN = 200", "", "x):\n        return torch.cumsum(x.flip(1), 1).flip(1)",
+                            "[torch.randn(R, N)]"),
+    "cumsum_exclusive": _task(
+        "R = 3\nN = 200", "",
+        "x):\n        c = torch.cumsum(x.narrow(dim=1, start=0, length=x.size(1) - 1), dim=1)\n"
+        "        return torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), c), dim=1)",
+        "[torch.randn(R, N)]"),
+    "cumprod": _task("R = 4\nN = 150", "", "x):\n        return torch.cumprod(x, dim=-1)",
+                     "[torch.randn(R, N)]"),
+    "cumprod_middle_dim": _task("A = 2\nL = 150\nB = 3", "", "x):\n        return torch.cumprod(x, dim=1)",
+                                "[torch.rand(A, L, B)]"),
+    "cumsum_first_dim_rev": _task("L = 150\nA = 3\nB = 2", "",
+                                  "x):\n        return torch.cumsum(x.flip(0), 0).flip(0)",
+                                  "[torch.randn(L, A, B)]"),
+    "instance_norm": _task("N = 3\nC = 4\nH = 9\nW = 30", "        self.n = nn.InstanceNorm2d(C, affine=True)\n",
+                           "x):\n        return self.n(x) * 2.0", "[torch.randn(N, C, H, W)]"),
+    "group_norm": _task("N = 5\nC = 6\nL = 300", "        self.n = nn.GroupNorm(3, C)\n",
+                        "x):\n        return self.n(x)", "[torch.randn(N, C, L)]"),
+    "layer_norm": _task("B = 6\nD1 = 5\nD2 = 300", "        self.n = nn.LayerNorm((D1, D2))\n",
+                        "x):\n        return self.n(x)", "[torch.randn(B, D1, D2)]"),
+    "frobenius": _task("A = 3\nB = 4\nC = 700", "", "x):\n        return x / torch.norm(x, p='fro')",
+                       "[torch.randn(A, B, C)]"),
+    "mse": _task("R = 10\nN = 40", "", "p, t):\n        return torch.mean((p - t) ** 2)",
+                 "[torch.randn(R, N), torch.randn(R, N)]"),
+    "smooth_l1": _task("R = 20\nN = 300", "", "p, t):\n        return F.smooth_l1_loss(p, t, beta=0.5)",
+                       "[torch.randn(R, N), torch.randn(R, N)]"),
+    "kl_batchmean": _task("R = 20\nN = 150", "",
+                          "p, t):\n        return F.kl_div(torch.log(p), t, reduction='batchmean')",
+                          "[torch.rand(R, N).softmax(-1), torch.rand(R, N).softmax(-1)]"),
+    "cross_entropy": _task("R = 37\nK = 10", "", "x, y):\n        return F.cross_entropy(x, y)",
+                           "[torch.randn(R, K), torch.randint(0, K, (R,))]"),
+    "triplet": _task("R = 21\nD = 300", "        self.loss = nn.TripletMarginLoss(margin=0.5)\n",
+                     "a, p, n):\n        return self.loss(a, p, n)",
+                     "[torch.randn(R, D), torch.randn(R, D), torch.randn(R, D)]"),
+    "hinge_row_vector": _task("R = 20\nN = 40", "",
+                              "p, t):\n        return torch.mean(torch.clamp(1 - p * t, min=0))",
+                              "[torch.randn(R, N), torch.randn(N)]"),
+    "scale_by_number": _task("M = 30\nN = 50", "", "a, s):\n        return a * s",
+                             "[torch.randn(M, N), 2.5]"),
+    "einsum_rows": _task("B = 2\nI = 3\nJ = 5\nL = 20\nK = 24", "",
+                         "a, b):\n        return torch.einsum('bijl,lk->bijk', a, b)",
+                         "[torch.randn(B, I, J, L), torch.randn(L, K)]"),
+    "triu_matmul": _task("N = 40", "", "a, b):\n        return torch.triu(torch.matmul(a, b), diagonal=1)",
+                         "[torch.randn(N, N), torch.randn(N, N)]"),
+    "tril_matmul": _task("N = 40", "", "a, b):\n        return torch.tril(torch.matmul(a, b))",
+                         "[torch.randn(N, N), torch.randn(N, N)]"),
+    # programs: a conv then a max pool, a group norm of a conv's output
+    "conv3x3_maxpool2x2": _task("N = 2\nC = 3\nK = 8\nH = 12", "        self.c = nn.Conv2d(C, K, 3)\n"
+                          "        self.p = nn.MaxPool2d(2)\n",
+                          "x):\n        return self.p(self.c(x))", "[torch.randn(N, C, H, H)]"),
+    "conv_groupnorm": _task("N = 2\nC = 3\nK = 8\nH = 10", "        self.c = nn.Conv2d(C, K, 3)\n"
+                            "        self.g = nn.GroupNorm(4, K)\n",
+                            "x):\n        return self.g(self.c(x))", "[torch.randn(N, C, H, H)]"),
+}  # fmt: skip
 
 
 def emitted_rows(repeat: int, target: TargetSpec) -> list[dict]:
-    """`measure` of each TEMPLATE_TASKS task's emitted kernel (its first tile values)."""
+    """`measure` of each kernel the front end emits (its first tile values) for every task
+    of tests/kernelbench_tasks and of INLINE_TASKS; a program's kernels one by one."""
     import tempfile
 
     from argus_core.errors import ConfigError
@@ -173,20 +258,103 @@ def emitted_rows(repeat: int, target: TargetSpec) -> list[dict]:
     from argus_plugins.kernels.kernelbench.tasks import load_module
 
     out = []
-    tasks = ROOT / "tests" / "kernelbench_tasks"
     with tempfile.TemporaryDirectory() as tmp:
-        for task in TEMPLATE_TASKS:
-            path = tasks / f"{task}.py"
+        paths = sorted(
+            (ROOT / "tests" / "kernelbench_tasks").glob("level*/*.py"),
+            key=lambda p: (p.parent.name, int(p.stem.split("_")[0])),
+        )
+        for name, text in INLINE_TASKS.items():
+            path = pathlib.Path(tmp) / f"{name}.py"
+            path.write_text(text)
+            paths.append(path)
+        for path in paths:
+            label = path.stem.split("_", 1)[1] if path.stem[0].isdigit() else path.stem
             gm, _ = capture_task(load_module(path), path.stem)
             em = match(gm, path.stem)
-            src = pathlib.Path(tmp) / f"kb_{em.template}.py"
-            src.write_text(em.source)
             tiles = {k: v[0] for k, v in em.tiles.items()}
-            try:  # the graph's spec, where its rules can write it
-                spec = [({}, emission_spec(gm, em))]
-            except (ConfigError, ValueError):
-                spec = None
-            out.append(measure(src, tiles, 4, repeat, target, em.entry, tuple(tiles), spec))
+            kernels = em.entries or (em.entry,)
+            spec = None
+            if not em.entries:
+                try:  # the graph's spec, where its rules can write it
+                    spec = [({}, emission_spec(gm, em))]
+                except (ConfigError, ValueError):
+                    spec = None
+            for entry in kernels:
+                template = em.template
+                if em.entries:  # "# ---- kernel kb_k0 (template `conv`), writes buffer t0"
+                    m = re.search(rf"# ---- kernel {entry} \(template `(\w+)`\)", em.source)
+                    template = m.group(1) if m else em.template
+                src = pathlib.Path(tmp) / f"kb_{template}.py"
+                src.write_text(em.source)
+                keys = tuple(k for k in tiles if not em.entries or k.startswith(entry[3:] + "_"))
+                row = measure(src, tiles, 4, repeat, target, entry, keys, spec)
+                row["kernel"] = f"kb_{template} {label}" + (f" {entry[3:]}" if em.entries else "")
+                row["tiles"] = "x".join(str(tiles[k]) for k in keys)
+                out.append(row)
+    return out
+
+
+# issue #16: the explicit level's kernels (docs/explicit.md), each family's builds at the
+# knobs a policy can pick, its default tiles: thread-level invariants (explicit_ops.py),
+# no z3 query per element (the target is < 2 s each)
+EXPLICIT = (
+    ("gemm", "hopper-gluon", {"num_warps": 4, "mma_in_flight": 1}, {}),
+    ("gemm", "hopper-gluon", {"num_warps": 4, "mma_in_flight": 0}, {}),
+    ("gemm", "hopper-gluon", {"num_warps": 8, "mma_in_flight": 1}, {"BN": 256}),
+    ("gemm", "cdna3-gluon", {"lds_stages": 1}, {}),
+    ("gemm", "cdna3-gluon", {"lds_stages": 2}, {}),
+    ("attention", "hopper-gluon", {"consumers": 1}, {"D": 128}),
+    ("attention", "hopper-gluon", {"consumers": 2}, {"D": 128, "CAUSAL": 1}),
+    ("attention", "hopper-gluon", {"consumers": 2, "overlap": 1}, {"D": 128}),
+    ("attention", "hopper-gluon", {"consumers": 2, "pingpong": 1}, {"D": 128, "CAUSAL": 1}),
+    ("attention", "hopper-gluon", {"consumers": 2}, {"D": 64}),
+    ("attention", "cdna3-gluon", {}, {"D": 128}),
+    ("attention", "cdna3-gluon", {}, {"D": 64, "CAUSAL": 1}),
+    ("moe", "hopper-gluon", {"num_warps": 8, "mma_in_flight": 1}, {"BN": 256}),
+    ("moe", "hopper-gluon", {"num_warps": 4, "mma_in_flight": 0}, {"BN": 128}),
+    ("moe", "hopper-gluon", {"num_warps": 8, "fuse_silu": 1}, {"BN": 128}),
+    ("moe", "cdna3-gluon", {}, {}),
+)
+
+
+def explicit_rows(repeat: int) -> list[dict]:
+    """Median CPU seconds of `verify_explicit` for each EXPLICIT build (the last dict: tile
+    overrides, or the attention's shape D and CAUSAL)."""
+    from argus_plugins.verifiers.smt.explicit_ops import verify_explicit
+
+    out = []
+    for family, target, knobs, extra in EXPLICIT:
+        if family == "attention":
+            from argus_plugins.kernels.attention.kernel_explicit import for_policy
+
+            kernel = for_policy(knobs, {}, target, dict(extra))
+        elif family == "gemm":
+            from argus_plugins.kernels.gemm.kernel_explicit import for_policy
+
+            kernel = for_policy(knobs, dict(extra), target)
+        else:
+            from argus_plugins.kernels.moe.kernel_explicit import for_policy
+
+            kernel = for_policy(knobs, dict(extra), target)
+        cpu, rep = [], None
+        for _ in range(repeat):
+            c0 = time.process_time()
+            rep = verify_explicit(kernel, kernel.consts)
+            cpu.append(time.process_time() - c0)
+        consts = kernel.consts
+        tiles = "x".join(str(consts[k]) for k in ("BM", "BN", "BK", "STAGES") if k in consts)
+        knob = " ".join(f"{k}={v}" for k, v in knobs.items())
+        shape = f"D{extra['D']}" if "D" in extra else ""
+        shape += " causal" if extra.get("CAUSAL") else ""
+        out.append(
+            {
+                "kernel": f"{family} {target.split('-')[0]} {shape}".strip(),
+                "config": f"{tiles} {knob}".strip(),
+                "status": rep.status,
+                "assertions": rep.assertions,
+                "cpu": statistics.median(cpu),
+            }
+        )
     return out
 
 
