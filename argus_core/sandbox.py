@@ -500,12 +500,9 @@ def _readable_roots() -> list[str]:
     return out
 
 
-def bwrap_argv(
-    argv: Sequence[str], env: Mapping[str, str], device: bool, binds: Sequence[str] = ()
-) -> list[str]:
+def bwrap_argv(argv: Sequence[str], env: Mapping[str, str], device: bool) -> list[str]:
     """The bubblewrap command line that runs `argv` isolated with exactly `env`; `device`
-    exposes /dev, /sys and /opt read-only (a GPU runner needs its device files); `binds`:
-    host folders bound writable at the same path (last, so they sit on the private /tmp)."""
+    exposes /dev, /sys and /opt read-only (a GPU runner needs its device files)."""
     args = [bwrap_path() or "bwrap", *_namespace_args()]
     # the private /tmp first, so what lives under the host's /tmp can be bound on top of it
     args += ["--size", str(SCRATCH_BYTES), "--tmpfs", "/tmp"]
@@ -523,8 +520,6 @@ def bwrap_argv(
     else:
         args += ["--dev", "/dev"]
     args += ["--proc", "/proc"]
-    for path in binds:
-        args += ["--bind", path, path]
     args += ["--chdir", "/tmp", "--clearenv"]
     for key, value in env.items():
         args += ["--setenv", key, value]
@@ -655,7 +650,6 @@ def run_isolated(
     cpu_s: int | None = None,
     stdout_bytes: int = 0,
     pass_fds: Sequence[int] = (),
-    binds: Sequence[str] = (),
 ) -> IsolatedRun:
     """Run `argv` (untrusted code: `what` names it in errors) with `stdin`, isolated
     (`require_isolation`), killed with every process it started after `timeout_s` wall
@@ -663,15 +657,14 @@ def run_isolated(
     unisolated with the parent's environment, still in its own session and limits.
     `stdout_bytes`: the most stdout the caller expects (a worker's outputs); the file-size
     limit is raised above FILE_BYTES to hold it (the parent reads it all anyway).
-    `pass_fds`: descriptors the child inherits. `binds`: host folders (absolute, existing)
-    the child may write, at the same path; unisolated, it writes them anyway.
+    `pass_fds`: descriptors the child inherits (the pipes of a GPU's gate).
     SandboxError when isolation is required but unavailable; never raises for what the
     process does."""
     isolated = require_isolation(what)
     cpu = cpu_s if cpu_s is not None else 2 * math.ceil(timeout_s) + 5
     if isolated:
         full_env = isolated_env(env)
-        cmd = bwrap_argv(argv, full_env, device, binds)
+        cmd = bwrap_argv(argv, full_env, device)
         cgroup = _task_cgroup()
     else:
         full_env = dict(os.environ)

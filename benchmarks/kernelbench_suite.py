@@ -12,11 +12,9 @@ lower, compile, check against the Model on fresh inputs) at `--scale` (module-le
 shrunk so the interpreter runs them; `tasks.scaled`), in a process of its own: `--jobs`
 (default: every CPU core) tasks trace, verify and compile at once, while the checks that
 use a GPU take it one at a time (lock files, `evaluate.gpu_slot`), so every timing sees
-an idle GPU. `--checks-per-gpu N` lets N checks share a GPU (trials, unseen sizes,
-Triton's and torch.compile's compiles), and each correct candidate is then timed by a
-second sandboxed process with the GPU alone (`evaluate.GpuShare`, a reader/writer lock
-this side of the sandbox; the caches the check warmed are bound into the timing's
-sandbox). A table of where the time went (per phase) is printed before the summary. A task past
+an idle GPU. `--checks-per-gpu N` lets N checks share a GPU: each check's process asks
+this side of the sandbox for it through a gate (`evaluate.GpuShare`, a reader/writer
+lock), shared for every trial and compile, alone for its timings. A table of where the time went (per phase) is printed before the summary. A task past
 `--task-timeout` is killed (its row says so); past `--deadline` no task starts and the
 running ones are stopped, so a bounded run still prints its table. `--order cheap` (the
 default) runs first the tasks whose eager run is estimated cheapest (their FLOPs and bytes,
@@ -252,16 +250,16 @@ def level_table(rows: list[dict]) -> str:
 
 
 # the phases of the task's own process (`evaluate._check_dsl`); the rest is the front end
-OUTER = ("wait_slot", "wait_gpu", "check", "wait_alone", "check_alone", "wait_timing", "time")
+OUTER = ("wait_slot", "check")
 
 
 def phase_table(rows: list[dict]) -> str:
-    """Where the tasks' time went: per phase of the check (`report.phases`: waits for a
-    GPU slot, for the shared GPU and for the timing's turn; the check's and the timing's
-    sandboxed processes, and inside them the process start, the Model, the first trial
-    (Triton's compile), all trials, unseen sizes, torch.compile, the timings), the number
-    of tasks with it, the median and the largest seconds; "front end" is the rest of a
-    task (capture, lowering, verification, compile in the task's own process)."""
+    """Where the tasks' time went: per phase of the check (`report.phases`: the wait for a
+    GPU slot, the check's sandboxed process and inside it its start, the Model, the first
+    trial (Triton's compile), all trials, unseen sizes, torch.compile, the waits for the
+    shared GPU and for having it alone, the timings), the number of tasks with it, the
+    median and the largest seconds; "front end" is the rest of a task (capture, lowering,
+    verification, compile in the task's own process)."""
     import statistics
 
     from tabulate import tabulate
@@ -299,9 +297,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds per candidate check (evaluate.timeout_s; default the config's)")  # fmt: skip
     ap.add_argument("--task-timeout", type=float, default=None, help="seconds per task")
     ap.add_argument("--checks-per-gpu", type=int, default=1,
-                    help="checks sharing one GPU at once (their trials, unseen sizes and "
-                    "compiles); each correct one is then timed by a process of its own with "
-                    "the GPU alone (default 1: each check holds its GPU throughout)")  # fmt: skip
+                    help="checks sharing one GPU at once (their trials and compiles), each "
+                    "timing with the GPU alone (default 1: each check holds its GPU throughout)")  # fmt: skip
     ap.add_argument("--deadline", type=float, default=None,
                     help="seconds for the whole run: then no task starts and running ones stop")  # fmt: skip
     ap.add_argument("--order", default="cheap", choices=("cheap", "given"))

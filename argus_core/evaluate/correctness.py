@@ -46,7 +46,7 @@ def run_worker_bytes(
     timeout_s: float,
     result_bytes: int = 0,
     env: dict[str, str] | None = None,
-    binds: list[str] | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> dict[str, Any]:
     """`python -m module` with `request` on stdin, isolated by the OS sandbox
     (`argus_core.sandbox.run_isolated`: no environment, network or files of the caller) and
@@ -54,8 +54,8 @@ def run_worker_bytes(
     exits with status 0, else {"ok": False, "error": why, "seconds_wall"} for a timeout or
     a crash (untrusted text cut to a few KiB). `result_bytes`: the size of the result the
     caller expects, where it may pass the sandbox's FILE_BYTES (a worker's outputs);
-    `env`, variables added to the worker's environment; `binds`, host folders the worker may
-    write (bound at the same path: a cache shared by a candidate's check and its timing).
+    `env`, variables added to the worker's environment; `pass_fds`, descriptors the
+    worker inherits (the pipes of a GPU's gate, `kernelbench.evaluate.GpuShare`).
     SandboxError when isolation is unavailable and `sandbox=none` was not chosen."""
     from argus_core.sandbox import run_isolated
 
@@ -69,7 +69,7 @@ def run_worker_bytes(
         device=RUNNERS[runner][0] != "cpu",
         memory_bytes=WORKER_MEMORY_BYTES,
         stdout_bytes=result_bytes,
-        binds=binds or (),
+        pass_fds=pass_fds,
     )
     wall = run.seconds
     if run.timed_out:

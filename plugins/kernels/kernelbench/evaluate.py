@@ -236,11 +236,11 @@ CHECKS_PER_GPU_ENV = "ARGUS_KB_CHECKS_PER_GPU"  # checks sharing one GPU; timing
 class GpuShare:
     """One GPU shared by several checks of a suite run, as seen from the process that starts
     them (`gpu_slot`): a writer-preferring reader/writer lock over two lock files of that
-    GPU (a turnstile and the lock), taken HERE around the sandboxed processes this process
-    starts, so no descriptor crosses the sandbox. A check (its trials, unseen sizes and
-    compiles) holds it shared; a timing holds it alone, and while a timing waits no new
-    check gets in (the turnstile), so every timing sees an idle GPU. `waited` sums the
-    seconds spent waiting for it."""
+    GPU (a turnstile and the lock), taken HERE, on this side of the sandbox, when the
+    check's process asks through its gate (`serve`; `worker._Gate`). Each use of the GPU
+    (a trial, a compile) holds it shared; a timing holds it alone, and while a timing
+    waits no new use starts (the turnstile), so every timing sees an idle GPU. `waited`
+    sums the seconds spent waiting for it."""
 
     def __init__(self, folder: str, gpu: int):
         self.turn = open(Path(folder) / f"gpu{gpu}.turnstile.lock", "a+")  # noqa: SIM115
@@ -276,6 +276,48 @@ class GpuShare:
     def close(self) -> None:
         self.turn.close()
         self.lock.close()
+
+    @contextlib.contextmanager
+    def gate(self) -> Iterator[tuple[int, int]]:
+        """The descriptors a check's process inherits to ask for this GPU (its write end
+        of one pipe, its read end of the other), served by a thread here for as long as
+        the block runs: b"s" shared, b"x" alone, answered b"g" once held; b"r" releases.
+        Whatever the process still holds when it exits (a crash, a timeout) is released
+        when the block ends."""
+        import threading
+
+        up_r, up_w = os.pipe()
+        down_r, down_w = os.pipe()
+        stack = contextlib.ExitStack()
+
+        def serve() -> None:
+            while True:
+                try:
+                    ask = os.read(up_r, 1)
+                except OSError:
+                    return
+                if not ask:  # every writer closed: the process is gone
+                    return
+                if ask in (b"s", b"x"):
+                    stack.enter_context(self.shared() if ask == b"s" else self.exclusive())
+                    try:
+                        os.write(down_w, b"g")
+                    except OSError:
+                        return
+                elif ask == b"r":
+                    stack.close()
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            yield up_w, down_r
+        finally:
+            os.close(up_w)  # with the process's copy gone too, serve() reads the end
+            os.close(down_r)
+            thread.join(10)
+            os.close(up_r)
+            os.close(down_w)
+            stack.close()
 
 
 @contextlib.contextmanager
@@ -321,26 +363,19 @@ def gpu_slot(device: str) -> Iterator[tuple[str, GpuShare | None]]:
 
 
 def _ask_worker(
-    request: dict[str, Any], runner: str, timeout_s: float, cache: str | None
+    request: dict[str, Any], runner: str, timeout_s: float, gate: tuple[int, int] | None
 ) -> tuple[dict[str, Any] | None, str, float]:
     """(the worker's verdict, "", its process's wall seconds) or (None, why, seconds): one
-    sandboxed `worker` process for `request`. `cache`: a folder (per candidate) bound into
-    the sandbox as Triton's and TorchInductor's caches, so a later process of the same
-    candidate (its timing) finds the kernels compiled."""
+    sandboxed `worker` process for `request`; `gate`, the GPU's gate descriptors it
+    inherits (`GpuShare.gate`)."""
     import torch
 
     from argus_core.evaluate.outputs import PackError, unpack_arrays
 
+    request = {**request, "gate": gate}
     buf = io.BytesIO()
     torch.save(request, buf)
-    env = binds = None
-    if cache is not None:
-        env = {
-            "TRITON_CACHE_DIR": f"{cache}/triton",
-            "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor",
-        }
-        binds = [cache]
-    result = run_worker_bytes(WORKER, buf.getvalue(), runner, timeout_s, env=env, binds=binds)
+    result = run_worker_bytes(WORKER, buf.getvalue(), runner, timeout_s, pass_fds=gate or ())
     wall = float(result["seconds_wall"])
     if "error" in result:  # a timeout, a crash, no output
         return None, str(result["error"]), wall
@@ -374,13 +409,10 @@ def _check_dsl(
     holds no tensor of the task. The child refuses, before allocating, a task whose
     reference needs more device memory than is free (error "memory: ...").
 
-    On a GPU shared with other checks (`gpu_slot` gives a `GpuShare`) the check runs with
-    the GPU held shared and warms torch.compile's caches instead of timing; a correct
-    candidate is then timed by a second process (`worker.time_here`) with the GPU held
-    alone. `report.phases`: seconds per stage (waits, process starts, trials, compiles)."""
-    import shutil
-    import tempfile
-
+    On a GPU shared with other checks (`gpu_slot` gives a `GpuShare`) the check's process
+    asks for the GPU through a gate (`GpuShare.gate`): shared for each trial and compile,
+    alone for its timings. `report.phases`: seconds per stage (the waits, the process's
+    start, trials, compiles, timings)."""
     device = RUNNERS[report.runner][0]
     seeds = trial_seeds(int(seed), int(trials))
     request: dict[str, Any] = {
@@ -401,63 +433,22 @@ def _check_dsl(
     with gpu_slot(device) as (where, share):
         phases["wait_slot"] = time.perf_counter() - t0
         request["device"] = where
-        apart = share is not None and bool(timing) and device != "cpu"
-        cache = tempfile.mkdtemp(prefix="argus-kb-cache-") if apart else None
-        try:
-            if apart:
-                request.update(timing=None, warm_compile=True, shared_gpu=True)
-            with share.shared() if share is not None else contextlib.nullcontext():
-                phases["wait_gpu"] = share.waited if share is not None else 0.0
-                meta, why, wall = _ask_worker(request, report.runner, timeout_s, cache)
-            phases["check"] = wall
-            if (
-                share is not None
-                and meta is not None
-                and str(meta.get("error")).startswith("memory:")
-            ):
-                # the memory was held by the checks sharing the GPU: once more, alone
-                before = share.waited
-                with share.exclusive():
-                    phases["wait_alone"] = share.waited - before
-                    request["shared_gpu"] = False
-                    meta, why, wall = _ask_worker(request, report.runner, timeout_s, cache)
-                    phases["check_alone"] = wall
-            report.seconds = wall
-            if meta is None:
-                report.error = why
-                return report
-            phases.update({f"check.{k}": float(v) for k, v in (meta.get("phases") or {}).items()})
-            report.max_abs_err = meta.get("max_abs")
-            report.max_rel_err = meta.get("max_rel")
-            report.unseen = list(meta.get("unseen") or [])
-            if meta.get("error") or not meta.get("ok"):
-                report.error = truncate(
-                    str(meta.get("error") or "the check's process gave no verdict")
-                )
-                return report
-            if apart:
-                assert share is not None
-                before = share.waited
-                with share.exclusive():
-                    phases["wait_timing"] = share.waited - before
-                    timed, why, wall = _ask_worker(
-                        {**request, "mode": "time", "timing": timing},
-                        report.runner,
-                        timeout_s,
-                        cache,
-                    )
-                phases["time"] = wall
-                if timed is None or timed.get("error") or not timed.get("ok"):
-                    why = why or str((timed or {}).get("error") or "no timing")
-                    report.error = truncate(f"timing: {why}")
-                    return report
-                phases.update(
-                    {f"time.{k}": float(v) for k, v in (timed.get("phases") or {}).items()}
-                )
-                meta["timing"] = timed.get("timing")
-        finally:
-            if cache is not None:
-                shutil.rmtree(cache, ignore_errors=True)
+        with share.gate() if share is not None else contextlib.nullcontext() as gate:
+            # a check that waits for its GPU gets that long again
+            limit = timeout_s if share is None else 2 * timeout_s
+            meta, why, wall = _ask_worker(request, report.runner, limit, gate)
+    report.seconds = wall
+    phases["check"] = wall
+    if meta is None:
+        report.error = why
+        return report
+    phases.update({f"check.{k}": float(v) for k, v in (meta.get("phases") or {}).items()})
+    report.max_abs_err = meta.get("max_abs")
+    report.max_rel_err = meta.get("max_rel")
+    report.unseen = list(meta.get("unseen") or [])
+    if meta.get("error") or not meta.get("ok"):
+        report.error = truncate(str(meta.get("error") or "the check's process gave no verdict"))
+        return report
     if timing and device != "cpu":
         t = meta.get("timing") if isinstance(meta.get("timing"), dict) else {}
         ms = t.get("ms")

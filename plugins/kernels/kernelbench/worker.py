@@ -23,11 +23,13 @@ another stream, is caught).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -111,10 +113,38 @@ def run(request: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     return meta, outputs
 
 
+class _Gate:
+    """The GPU as shared with other checks of a suite run, asked of the parent process
+    (`evaluate.GpuShare`, which holds the locks on its side of the sandbox) over two pipes
+    it passes in (`request["gate"]`: this side's write and read descriptors): `held(b"s")`
+    shares the GPU (a trial, a compile), `held(b"x")` has it alone (a timing); the parent
+    answers b"g" when it is granted, and b"r" gives it back. Without descriptors (one
+    check per GPU, or the CPU): no-ops."""
+
+    def __init__(self, fds: Any):
+        self.up, self.down = (int(fds[0]), int(fds[1])) if fds else (None, None)
+        self.waited = 0.0
+
+    @contextlib.contextmanager
+    def held(self, mode: bytes) -> Iterator[None]:
+        if self.up is None or self.down is None:
+            yield
+            return
+        t0 = time.perf_counter()
+        os.write(self.up, mode)
+        if os.read(self.down, 1) != b"g":
+            raise RuntimeError("the parent closed the GPU's gate")
+        self.waited += time.perf_counter() - t0
+        try:
+            yield
+        finally:
+            os.write(self.up, b"r")
+
+
 MEMORY_MARGIN = 1.15  # the estimate's slack (allocator rounding, the kernel's guards)
 
 
-def _setup(request: dict[str, Any], phases: dict[str, float]) -> tuple[Any, ...]:
+def _setup(request: dict[str, Any], phases: dict[str, float], gate: _Gate) -> tuple[Any, ...]:
     """The device, the task's module and Model (built here from the init seed, its reference
     in full fp32) and the candidate's runner: what a check and a timing both start from.
     Returns (module, model, runner, tf32): `tf32`, PyTorch's TF32 defaults, restored for the
@@ -136,7 +166,8 @@ def _setup(request: dict[str, Any], phases: dict[str, float]) -> tuple[Any, ...]
     task = request["task"]
     module = evaluate.load_task_text(task["path"], task["text"])
     t1 = time.perf_counter()
-    model = reference.build_model(module, int(request["init_seed"]), dtype, device)
+    with gate.held(b"s"):
+        model = reference.build_model(module, int(request["init_seed"]), dtype, device)
     cand = request["candidate"]
     compiler = {k: v for k, v in dict(cand.get("compiler") or {}).items() if v is not None}
     params = {k: v.detach().clone() for k, v in model.named_parameters()}
@@ -163,9 +194,9 @@ def check_here(request: dict[str, Any]) -> dict[str, Any]:
     first one's inputs permuted and rescaled. A correct kernel is then re-checked at
     UNSEEN_SHAPES sizes it never saw ("unseen", reported, not part of the verdict) and, on a
     GPU with timing, timed with the eager Model and torch.compile(Model) in this process.
-    With `warm_compile` (a GPU shared with other checks: the timing happens later, alone,
-    in a process of its own, `time_here`) torch.compile(Model) is compiled and checked here
-    instead, so its caches (the folder the parent binds) are warm for that timing.
+    On a GPU shared with other checks (`request["gate"]`, `_Gate`) each use of the GPU
+    (the Model's build, a trial, an unseen size, torch.compile's compile) holds it shared,
+    and the three timings hold it alone.
     Returns the verdict: {"ok", "error", "trials", "max_abs", "max_rel", "unseen",
     "timing", "memory", "phases" (seconds per stage)}; nothing full-size leaves here."""
     ensure_triton_cache_dir()
@@ -176,6 +207,7 @@ def check_here(request: dict[str, Any]) -> dict[str, Any]:
 
     start = time.perf_counter()
     phases: dict[str, float] = {}
+    gate = _Gate(request.get("gate"))
     dtype, device = request["dtype"], request["device"]
     if device.startswith("cuda"):  # before asking it for its free memory
         torch.cuda.set_device(torch.device(device))
@@ -196,7 +228,7 @@ def check_here(request: dict[str, Any]) -> dict[str, Any]:
         need = int(MEMORY_MARGIN * (mem["peak"] + mem["inputs"] + mem["params"] + mem["output"]))
         verdict["memory"] = {**mem, "need": need}
         free, total = _free_memory(device)
-        if free is not None and need > free and request.get("shared_gpu") and need < total:
+        if free is not None and need > free and gate.up is not None and need < total:
             # other checks hold the memory for now: wait for it (half the check's time)
             t0 = time.perf_counter()
             limit = t0 + 0.5 * float(request.get("timeout_s") or 60)
@@ -214,7 +246,7 @@ def check_here(request: dict[str, Any]) -> dict[str, Any]:
                     f"{free / 2**30:.1f} of {total / 2**30:.1f} GiB free; not run"
                 )
                 return verdict
-    module, model, runner, tf32 = _setup(request, phases)
+    module, model, runner, tf32 = _setup(request, phases, gate)
     atol, rtol = reference.tolerance(dtype)
     worst = [0.0, 0.0]
 
@@ -242,17 +274,18 @@ def check_here(request: dict[str, Any]) -> dict[str, Any]:
     try:
         t0 = time.perf_counter()
         for t, s in enumerate([*seeds, None]):
-            if s is None:
-                label = "permuted+scaled inputs of trial 0"
-                inputs = reference.perturbed(
-                    reference.make_inputs(module, seeds[0], dtype, device), seeds[0]
-                )
-            else:
-                label = f"trial {t} (seed {s})"
-                inputs = reference.make_inputs(module, s, dtype, device)
-            why = one(label, inputs)
-            del inputs
-            _sync(device)
+            with gate.held(b"s"):
+                if s is None:
+                    label = "permuted+scaled inputs of trial 0"
+                    inputs = reference.perturbed(
+                        reference.make_inputs(module, seeds[0], dtype, device), seeds[0]
+                    )
+                else:
+                    label = f"trial {t} (seed {s})"
+                    inputs = reference.make_inputs(module, s, dtype, device)
+                why = one(label, inputs)
+                del inputs
+                _sync(device)
             if t == 0:  # the first trial compiles the kernel (Triton's JIT)
                 phases["first_trial"] = time.perf_counter() - t0
             verdict["trials"] = t + 1
@@ -269,57 +302,22 @@ def check_here(request: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         per_trial = (t0 - start) / max(1, verdict["trials"])
         deadline = start + 0.8 * float(request.get("timeout_s") or 60) - per_trial
-        verdict["unseen"] = _unseen(request, module, model, one, device, deadline)
+        verdict["unseen"] = _unseen(request, module, model, one, device, deadline, gate)
         phases["unseen"] = time.perf_counter() - t0
         timing = request.get("timing")
-        left = float(request.get("timeout_s") or 60) - (time.perf_counter() - start)
         if timing and device != "cpu":
             t0 = time.perf_counter()
-            verdict["timing"] = _time_all(module, model, runner, seeds[0], request, left, tf32)
+            left = float(request.get("timeout_s") or 60) - (t0 - start)
+            verdict["timing"] = _time_all(
+                module, model, runner, seeds[0], request, left, tf32, gate, phases
+            )
             phases["timing"] = time.perf_counter() - t0
             if "error" in verdict["timing"]:
                 verdict["ok"], verdict["error"] = False, verdict["timing"].pop("error")
-        elif request.get("warm_compile") and device != "cpu":
-            t0 = time.perf_counter()
-            torch.cuda.empty_cache()  # the trials' blocks back to the checks sharing the GPU
-            inputs = reference.make_inputs(module, seeds[0], dtype, device)
-            expected = _flat(reference.run_model(model, inputs))
-            torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
-            compiled, why = _compiled(model, inputs, expected, max(0.0, left - 2), atol, rtol)
-            verdict["warm"] = {"compiled": compiled is not None, "why": why}
-            del compiled, inputs, expected
-            phases["torch_compile"] = time.perf_counter() - t0
     except torch.OutOfMemoryError as exc:
         verdict["ok"] = False
         verdict["error"] = f"memory: out of device memory during the check: {str(exc)[:300]}"
-    return verdict
-
-
-def time_here(request: dict[str, Any]) -> dict[str, Any]:
-    """The timing of a candidate `check_here` found correct on a GPU shared with other
-    checks, in a process of its own while the parent holds that GPU alone
-    (`evaluate.GpuShare.exclusive`): the kernel, the eager Model and torch.compile(Model)
-    (its caches warmed by the check) timed on trial 0's inputs, the kernel's last output
-    re-checked (`_time_all`). Returns {"ok", "error", "timing", "phases"}."""
-    ensure_triton_cache_dir()
-    import torch
-
-    phases: dict[str, float] = {}
-    verdict: dict[str, Any] = {"ok": False, "error": "", "phases": phases}
-    start = time.perf_counter()
-    module, model, runner, tf32 = _setup(request, phases)
-    left = float(request.get("timeout_s") or 60) - (time.perf_counter() - start)
-    t0 = time.perf_counter()
-    try:
-        timing = _time_all(module, model, runner, int(request["seeds"][0]), request, left, tf32)
-    except torch.OutOfMemoryError as exc:
-        verdict["error"] = f"memory: out of device memory during the timing: {str(exc)[:300]}"
-        return verdict
-    phases["timing"] = time.perf_counter() - t0
-    if "error" in timing:
-        verdict["error"] = timing.pop("error")
-        return verdict
-    verdict["ok"], verdict["timing"] = True, timing
+    phases["wait_gpu"] = gate.waited
     return verdict
 
 
@@ -398,6 +396,7 @@ def _unseen(
     one: Any,
     device: str,
     deadline: float,
+    gate: _Gate | None = None,
 ) -> list:
     """The kernel re-checked at UNSEEN_SHAPES size sets the search never saw (each its own
     variant of the task file: `evaluate.unseen_trial`): [{"sizes": {name: [task's, this
@@ -417,15 +416,16 @@ def _unseen(
         if time.perf_counter() > deadline:
             found.append({"sizes": {}, "ok": False, "error": "not run: the check's time ran out"})
             break
-        trial = evaluate.unseen_trial(
-            task["path"], module, model, int(s), int(request["init_seed"]), request["dtype"],
-            device, text=task["text"], avoid=[{k: v[1] for k, v in f["sizes"].items()} for f in found],
-        )  # fmt: skip
-        if trial is None:
-            continue
-        what = ", ".join(f"{k} {a}->{b}" for k, (a, b) in trial.sizes.items())
-        why = one(f"unseen sizes ({what})", trial.inputs, trial.expected)
-        _sync(device)
+        with gate.held(b"s") if gate is not None else contextlib.nullcontext():
+            trial = evaluate.unseen_trial(
+                task["path"], module, model, int(s), int(request["init_seed"]), request["dtype"],
+                device, text=task["text"], avoid=[{k: v[1] for k, v in f["sizes"].items()} for f in found],
+            )  # fmt: skip
+            if trial is None:
+                continue
+            what = ", ".join(f"{k} {a}->{b}" for k, (a, b) in trial.sizes.items())
+            why = one(f"unseen sizes ({what})", trial.inputs, trial.expected)
+            _sync(device)
         found.append({"sizes": {k: list(v) for k, v in trial.sizes.items()}, "ok": not why,
                       "error": why[:400]})  # fmt: skip
         del trial
@@ -440,38 +440,51 @@ def _time_all(
     request: dict[str, Any],
     left_s: float,
     tf32: tuple[bool, bool],
+    gate: _Gate | None = None,
+    phases: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """The kernel, the eager Model and torch.compile(Model) timed here, on trial 0's
     inputs (`timing.bench`), the kernel's output of its last timed call re-checked (the
     reference in full fp32), the baselines at PyTorch's TF32 defaults `tf32`. The
     compiled Model gets at most half the time left of the check (compiling a large Model
     takes long); past that, or where it fails to compile, it is left out ("compile_error").
-    The format `pipeline._measured` reads."""
+    `gate`: the compile holds the GPU shared, the three timings alone. The format
+    `pipeline._measured` reads."""
     import torch
 
     from argus_core.evaluate.timing import bench
     from argus_plugins.kernels.kernelbench import evaluate, reference
 
+    gate = gate or _Gate(None)
+    phases = {} if phases is None else phases
     dtype, device = request["dtype"], request["device"]
-    inputs = reference.make_inputs(module, seed, dtype, device)
-    expected = _flat(reference.run_model(model, inputs))
-    torch.cuda.synchronize()
+    with gate.held(b"s"):
+        inputs = reference.make_inputs(module, seed, dtype, device)
+        expected = _flat(reference.run_model(model, inputs))
+        torch.cuda.synchronize()
     atol, rtol = reference.tolerance(dtype)
     # the baselines as users run them: PyTorch's default TF32 settings (`tf32`)
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
     out: dict[str, Any] = {}
     t0 = time.perf_counter()
-    compiled, why = _compiled(model, inputs, expected, max(0.0, left_s / 2), atol, rtol)
-    torch.cuda.synchronize()
-    out["compile_s"] = time.perf_counter() - t0
+    with gate.held(b"s"):  # torch.compile's compile: CPU work and one checking run
+        compiled, why = _compiled(model, inputs, expected, max(0.0, left_s / 2), atol, rtol)
+        torch.cuda.synchronize()
+    phases["torch_compile"] = time.perf_counter() - t0
     if compiled is None:
         out["compile_error"] = why
-    ms, last = _measure(runner, inputs, _like_tensor(expected[0]))
-    with torch.no_grad():
-        eager_ms = bench(lambda: model(*inputs), warmup_ms=25, rep_ms=100)
-        compiled_ms = (
-            bench(lambda: compiled(*inputs), warmup_ms=25, rep_ms=100) if compiled else None
-        )
+    t0 = time.perf_counter()
+    with gate.held(b"x"):  # the GPU to this check alone while it times
+        t1 = time.perf_counter()
+        ms, last = _measure(runner, inputs, _like_tensor(expected[0]))
+        with torch.no_grad():
+            eager_ms = bench(lambda: model(*inputs), warmup_ms=25, rep_ms=100)
+            compiled_ms = (
+                bench(lambda: compiled(*inputs), warmup_ms=25, rep_ms=100)
+                if compiled is not None  # an OptimizedModule has no truth value of its own
+                else None
+            )
+    phases["wait_alone"], phases["benches"] = t1 - t0, time.perf_counter() - t1
     if len(last) != len(expected):
         return {"error": "the kernel's timed runs gave no outputs"}
     for i, (got, ref) in enumerate(zip(last, expected)):
@@ -587,8 +600,6 @@ def main() -> int:
     try:
         if request.get("mode") == "check":  # a DSL candidate: the whole check, here
             meta, outputs = check_here(request), []
-        elif request.get("mode") == "time":  # a DSL candidate found correct: its timing
-            meta, outputs = time_here(request), []
         else:
             meta, outputs = run(request)
     except Exception as exc:

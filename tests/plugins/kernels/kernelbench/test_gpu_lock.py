@@ -1,8 +1,8 @@
 """A GPU shared by several checks of a suite run (`evaluate.gpu_slot`, `evaluate.GpuShare`):
-the lock is taken in the process that starts the sandboxed checks (no descriptor crosses
-the sandbox); checks hold it shared, a timing waits until no check holds it and then holds
-it alone, and while a timing waits no new check gets in. The cache folder a check warms is
-bound, writable, into the sandbox of the candidate's timing."""
+the locks are held by the process that starts the sandboxed checks, which ask for the GPU
+through a gate of two pipes (`GpuShare.gate`, `worker._Gate`); uses of the GPU hold it
+shared, a timing waits until no use holds it and then holds it alone, while a timing waits
+no new use gets in, and what a dead process held is released."""
 
 from __future__ import annotations
 
@@ -74,18 +74,39 @@ def test_gpu_slot_gives_a_share_only_to_shared_gpus(tmp_path, monkeypatch):
         assert w1 == w2 == "cuda:0" and isinstance(s1, GpuShare) and isinstance(s2, GpuShare)
 
 
+CHILD = """
+import sys, time
+from argus_plugins.kernels.kernelbench.worker import _Gate
+gate = _Gate((int(sys.argv[1]), int(sys.argv[2])))
+t0 = time.monotonic()
+with gate.held(sys.argv[3].encode()):
+    waited = time.monotonic() - t0
+print(f"{waited:.2f}")
+"""
+
+
 @pytest.mark.skipif(isolation_problem() is not None, reason="needs the OS sandbox")
-def test_a_bound_cache_folder_is_written_by_one_sandbox_and_read_by_the_next(tmp_path):
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    write = f"open('{cache}/k.bin', 'w').write('compiled')"
-    run = run_isolated([sys.executable, "-c", write], b"", 60, what="a cache test",
-                       binds=[str(cache)])  # fmt: skip
+def test_a_sandboxed_timing_waits_at_its_gate_for_a_check_holding_the_gpu(tmp_path):
+    other, mine = GpuShare(str(tmp_path), 0), GpuShare(str(tmp_path), 0)
+    trial = other.shared()  # another check's trial holds the GPU for 1.5 s more
+    trial.__enter__()
+    threading.Timer(1.5, lambda: trial.__exit__(None, None, None)).start()
+    start = time.monotonic()
+    with mine.gate() as fds:
+        run = run_isolated([sys.executable, "-c", CHILD, str(fds[0]), str(fds[1]), "x"], b"",
+                           60, what="a gate test", pass_fds=fds)  # fmt: skip
     assert run.returncode == 0, run.stderr
-    read = f"print(open('{cache}/k.bin').read())"
-    run = run_isolated([sys.executable, "-c", read], b"", 60, what="a cache test",
-                       binds=[str(cache)])  # fmt: skip
-    assert run.stdout.decode().strip() == "compiled"
-    # without the bind the folder is not there (the sandbox's /tmp is its own)
-    run = run_isolated([sys.executable, "-c", read], b"", 60, what="a cache test")
-    assert run.returncode != 0
+    assert float(run.stdout.decode().strip()) >= 1.0  # it could not time during the trial
+    assert time.monotonic() - start >= 1.5
+    assert _probe(tmp_path, fcntl.LOCK_EX)  # and nothing is left held once it exited
+
+
+@pytest.mark.skipif(isolation_problem() is not None, reason="needs the OS sandbox")
+def test_what_a_killed_process_held_is_released(tmp_path):
+    share = GpuShare(str(tmp_path), 0)
+    hang = CHILD.replace("print(", "time.sleep(60); print(")
+    with share.gate() as fds:
+        run = run_isolated([sys.executable, "-c", hang, str(fds[0]), str(fds[1]), "x"], b"",
+                           3, what="a gate test", pass_fds=fds)  # fmt: skip
+        assert run.timed_out
+    assert _probe(tmp_path, fcntl.LOCK_SH)  # the GPU is free for the next check
