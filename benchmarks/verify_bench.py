@@ -143,24 +143,24 @@ def main() -> None:
     rows += emitted_rows(args.repeat, target)
     explicit = explicit_rows(args.repeat)
     head = (
-        f"{'kernel':36} {'tiles':>18} {'warps':>5} {'status':>9} {'asserts':>7} {'queries':>7} "
+        f"{'kernel':46} {'tiles':>18} {'warps':>5} {'status':>9} {'asserts':>7} {'queries':>7} "
         f"{'seconds':>8} {'cpu s':>6} {'synth s':>7} {'+synth s':>8}"
     )
     print(head)
     print("-" * len(head))
     for r in rows:
         print(
-            f"{r['kernel'][:36]:36} {r['tiles']:>18} {r['warps']:>5} {r['status']:>9} "
+            f"{r['kernel'][:46]:46} {r['tiles']:>18} {r['warps']:>5} {r['status']:>9} "
             f"{r['assertions']:>7} {r['queries']:>7} {r['seconds']:>8.3f} {r['cpu']:>6.3f} "
             f"{_s(r['synth']):>7} {_s(r['with_synth']):>8}"
         )
-    head = f"{'explicit level':36} {'config':>44} {'status':>9} {'asserts':>7} {'cpu s':>6}"
+    head = f"{'explicit level':46} {'config':>44} {'status':>9} {'asserts':>7} {'cpu s':>6}"
     print()
     print(head)
     print("-" * len(head))
     for r in explicit:
         print(
-            f"{r['kernel']:36} {r['config']:>44} {r['status']:>9} {r['assertions']:>7} "
+            f"{r['kernel']:46} {r['config']:>44} {r['status']:>9} {r['assertions']:>7} "
             f"{r['cpu']:>6.3f}"
         )
     slow = [r for r in rows if r["cpu"] >= 1.0] + [r for r in explicit if r["cpu"] >= 2.0]
