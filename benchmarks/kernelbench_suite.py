@@ -302,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=None,
                     help="seconds for the whole run: then no task starts and running ones stop")  # fmt: skip
     ap.add_argument("--order", default="cheap", choices=("cheap", "given"))
+    ap.add_argument("--skip-done", default=None, metavar="JSON",
+                    help="skip the tasks an earlier run's --out finished (a bounded run "
+                    "continued: its rows not stopped nor cut by a deadline)")  # fmt: skip
     args = ap.parse_args(argv)
     found = tasks.discover(args.path)
     levels = set(args.levels.split(","))
@@ -312,6 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"unknown task(s) {', '.join(unknown)}; valid: {', '.join(found)}", file=sys.stderr)
         return 2
+    if args.skip_done:
+        done = {r["task"] for r in json.loads(Path(args.skip_done).read_text())["rows"]
+                if not r.get("stopped")}  # fmt: skip
+        keys = [k for k in keys if k not in done]
     if args.limit:  # the first N tasks of each level (a bounded GPU run)
         taken: dict[str, int] = {}
         kept = []
