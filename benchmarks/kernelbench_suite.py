@@ -250,7 +250,7 @@ def level_table(rows: list[dict]) -> str:
 
 
 # the phases of the task's own process (`evaluate._check_dsl`); the rest is the front end
-OUTER = ("wait_slot", "check")
+OUTER = ("wait_slot", "shared_check", "wait_alone", "check")
 
 
 def phase_table(rows: list[dict]) -> str:

@@ -411,7 +411,8 @@ def _check_dsl(
 
     On a GPU shared with other checks (`gpu_slot` gives a `GpuShare`) the check's process
     asks for the GPU through a gate (`GpuShare.gate`): shared for each trial and compile,
-    alone for its timings. `report.phases`: seconds per stage (the waits, the process's
+    alone for its timings; a check that ran out of device memory so is run once more with
+    the GPU alone. `report.phases`: seconds per stage (the waits, the process's
     start, trials, compiles, timings)."""
     device = RUNNERS[report.runner][0]
     seeds = trial_seeds(int(seed), int(trials))
@@ -437,8 +438,16 @@ def _check_dsl(
             # a check that waits for its GPU gets that long again
             limit = timeout_s if share is None else 2 * timeout_s
             meta, why, wall = _ask_worker(request, report.runner, limit, gate)
+        phases["check"] = wall
+        if share is not None and meta is not None and str(meta.get("error")).startswith("memory:"):
+            # the memory was held by the checks sharing the GPU: once more, with it alone
+            phases["shared_check"] = wall
+            waited = share.waited
+            with share.exclusive():
+                phases["wait_alone"] = share.waited - waited
+                meta, why, wall = _ask_worker(request, report.runner, timeout_s, None)
+            phases["check"] = wall
     report.seconds = wall
-    phases["check"] = wall
     if meta is None:
         report.error = why
         return report

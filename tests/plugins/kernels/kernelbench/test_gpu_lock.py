@@ -110,3 +110,33 @@ def test_what_a_killed_process_held_is_released(tmp_path):
                            3, what="a gate test", pass_fds=fds)  # fmt: skip
         assert run.timed_out
     assert _probe(tmp_path, fcntl.LOCK_SH)  # the GPU is free for the next check
+
+
+def test_a_check_out_of_memory_on_a_shared_gpu_runs_again_with_it_alone(tmp_path, monkeypatch):
+    import contextlib
+
+    from argus_core.types import CorrectnessReport
+
+    share = GpuShare(str(tmp_path), 0)
+
+    @contextlib.contextmanager
+    def slot(device):
+        yield "cpu", share
+
+    calls = []
+
+    def ask(request, runner, timeout_s, gate):
+        alone = not _probe(tmp_path, fcntl.LOCK_SH)  # nobody else may use the GPU now
+        calls.append((gate is not None, alone))
+        if len(calls) == 1:
+            return {"ok": False, "error": "memory: out of device memory during the check"}, "", 1.0
+        return {"ok": True, "error": "", "unseen": [], "phases": {}}, "", 2.0
+
+    monkeypatch.setattr(evaluate, "gpu_slot", slot)
+    monkeypatch.setattr(evaluate, "_ask_worker", ask)
+    task = tmp_path / "t.py"
+    task.write_text("")
+    report = CorrectnessReport(ok=False, runner="interpret")
+    out = evaluate._check_dsl(str(task), {}, report, "fp32", 1, 0, 42, 60, None)
+    assert calls == [(True, False), (False, True)]  # shared through the gate, then alone
+    assert out.ok and out.phases["shared_check"] == 1.0 and out.phases["check"] == 2.0
