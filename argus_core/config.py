@@ -46,6 +46,9 @@ class KernelConfig:
     # (Any, default None: a whole mapping given on the command line replaces it; the values
     # are checked by argus_core.domain.parse_domain before any candidate runs)
     domain: Any = None
+    # how fp32 dots compute (Triton's input_precision): "ieee" (FMA) or a split form that
+    # keeps fp32 accuracy on matrix cores, where the target has it (TargetSpec.fp32_dots)
+    fp32_dot: str = "ieee"
     options: dict[str, Any] = field(default_factory=dict)
 
 

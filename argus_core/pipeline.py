@@ -27,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from argus_core.cache import ResultCache, device_identity
 from argus_core.domain import check_names, parse_domain, with_domain
-from argus_core.errors import ArgusError, ConfigError
+from argus_core.errors import ArgusError, ConfigError, choices_error
 from argus_core.evaluate.check import CheckRun
 from argus_core.evaluate.timing import above_roofline
 from argus_core.ir import KernelIR
@@ -59,6 +59,10 @@ if TYPE_CHECKING:
     from argus_core.protocols import KernelFamily
 
 
+# every fp32 dot form a target may offer (TargetSpec.fp32_dots), Triton's input_precision
+FP32_DOTS = ("ieee", "tf32x3", "bf16x6", "bf16x3")
+
+
 @dataclass
 class Stages:
     """The plugins one invocation uses, looked up by their config names."""
@@ -81,6 +85,11 @@ class Stages:
         # the target it emulates; with its policy grid
         backend, grid = backend.resolve(registry, cfg.backend)
         backend_cfg = OmegaConf.create({"name": backend.name, "policy_grid": grid})
+        fp32_dot = str(cfg.kernel.get("fp32_dot") or "ieee")
+        # the interpreter computes fp32 dots in fp32 whatever the target would
+        dots = FP32_DOTS if backend.name == "interpret" else backend.spec.fp32_dots
+        if fp32_dot not in dots:
+            raise ConfigError(choices_error(f"kernel.fp32_dot on {backend.name}", fp32_dot, dots))
         dsl = registry.get("dsl", cfg.dsl.name)
         return cls(
             # the family as this run's kernel config binds it (kernel.source, a task, ...)
@@ -187,8 +196,7 @@ class Stages:
         else:
             try:
                 lowered = [
-                    backend.lower(ir, pol, {"dtype": cfg.kernel.dtype})
-                    for ir, pol in zip(irs, policies)
+                    backend.lower(ir, pol, self._lowering_facts()) for ir, pol in zip(irs, policies)
                 ]
             except ArgusError as exc:
                 res.failure = f"lower: {exc}"
@@ -298,6 +306,12 @@ class Stages:
             res.timing = backend.estimate(family, shape, cfg.kernel.dtype, cand.policy, res.compile)
             res.timing = family.baseline_estimate(res.timing, backend.spec)
 
+    def _lowering_facts(self, interpreted: bool = False) -> dict[str, Any]:
+        """What a lowering reads of the run: the dtype, and how fp32 dots compute (in the
+        interpreter always IEEE fp32: it has no matrix cores to split for)."""
+        dot = "ieee" if interpreted else str(self.cfg.kernel.get("fp32_dot") or "ieee")
+        return {"dtype": self.cfg.kernel.dtype, "fp32_dot": dot}
+
     def _cache_parts(self, cand: Candidate, entries: tuple[str, ...]) -> dict[str, Any]:
         """What a candidate's verify and compile results depend on besides code and tools
         (argus_core.cache): its source, kernels, policy, the kernel config without the
@@ -385,7 +399,7 @@ class Stages:
                     self.registry, {"options": {"emulates": self.backend.name}}
                 )
             lowered = [
-                interp.lower(ir, pol, {"dtype": self.cfg.kernel.dtype})
+                interp.lower(ir, pol, self._lowering_facts(interpreted=True))
                 for ir, pol in zip(irs, policies)
             ]
         # launched with what Triton takes: the options the lowering read are in the source

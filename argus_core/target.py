@@ -34,6 +34,10 @@ class TargetSpec:
     # the matrix-core instructions the target's code generator picks from (MFMA shapes on
     # CDNA3, wgmma on Hopper), by ISA name; the explicit level's distributed layouts
     matrix_instructions: tuple[str, ...] = ()
+    # how an fp32 `dot` may compute (`kernel.fp32_dot`, Triton's input_precision): "ieee"
+    # everywhere (FMA, no matrix cores); the split forms keep fp32's accuracy on matrix
+    # cores: "tf32x3" (NVIDIA), "bf16x6" (NVIDIA and AMD), "bf16x3" (coarser, ~1e-5)
+    fp32_dots: tuple[str, ...] = ("ieee",)
     notes: dict[str, str] = field(default_factory=dict)
 
     def peak(self, dtype: str, matrix: bool = True) -> float:

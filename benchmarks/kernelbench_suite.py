@@ -44,7 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("capture", "template", "verify", "correctness", "done")  # in pipeline order
-Work = tuple[str, str, str, int, "float | None", "float | None"]
+Work = tuple[str, str, str, int, "float | None", "float | None", "str | None"]
 
 
 def _one(args: Work) -> dict:
@@ -55,10 +55,12 @@ def _one(args: Work) -> dict:
 
     from argus_plugins.kernels.kernelbench import fastp
 
-    path, key, backend, budget, scale, timeout_s = args
+    path, key, backend, budget, scale, timeout_s, fp32_dot = args
     t0 = time.perf_counter()
     try:
-        out = asdict(fastp.evaluate_task(path, key, backend, budget, None, scale, timeout_s))
+        out = asdict(
+            fastp.evaluate_task(path, key, backend, budget, None, scale, timeout_s, fp32_dot)
+        )
     except Exception as exc:  # a front-end bug fails the task, not the benchmark
         out = _row(key, f"internal: {type(exc).__name__}: {exc}"[:200], "capture")
     out["seconds"] = round(time.perf_counter() - t0, 1)
@@ -303,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline", type=float, default=None,
                     help="seconds for the whole run: then no task starts and running ones stop")  # fmt: skip
     ap.add_argument("--order", default="cheap", choices=("cheap", "given"))
+    ap.add_argument("--fp32-dot", default=None, choices=("ieee", "tf32x3", "bf16x6", "bf16x3"),
+                    help="kernel.fp32_dot: how fp32 dots compute (default the config's, ieee; "
+                    "tf32x3/bf16x6: fp32's accuracy on tensor cores)")  # fmt: skip
     ap.add_argument("--skip-done", default=None, metavar="JSON",
                     help="skip the tasks an earlier run's --out finished (a bounded run "
                     "continued: its rows not stopped nor cut by a deadline)")  # fmt: skip
@@ -333,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.order == "cheap":
         keys = cheap_first(args.path, keys, scale)
     work: list[Work] = [
-        (args.path, k, args.backend, args.budget, scale, args.timeout) for k in keys
+        (args.path, k, args.backend, args.budget, scale, args.timeout, args.fp32_dot) for k in keys
     ]
     slots = None
     if args.backend != "interpret":  # checks share each GPU; timings take it alone

@@ -9,7 +9,8 @@ Tags and tag assertions (ghost ops) have rules that write nothing, so the lowere
 a kernel is the same with and without its invariants. Each emitted statement carries a
 comment with the DSL line it came from. An fp32 run (`options["dtype"] == "fp32"`) gets
 `input_precision="ieee"` dots: NVIDIA's default for fp32 `tl.dot` is TF32 (~1e-3 off),
-which fp32 tolerances reject.
+which fp32 tolerances reject; `options["fp32_dot"]` (`kernel.fp32_dot`) picks a split form
+instead ("tf32x3", "bf16x6": fp32's accuracy on matrix cores).
 """
 
 from __future__ import annotations
@@ -169,7 +170,9 @@ class TritonEmitter:
             "(" + ", ".join(to_source(g, None, {"cdiv": "triton.cdiv"}) for g in ir.grid) + ",)"
         )
         self.tma_tensors: list[str] = []
-        self.dot_input_precision = "ieee" if options.get("dtype") == "fp32" else None
+        self.dot_input_precision = (
+            str(options.get("fp32_dot") or "ieee") if options.get("dtype") == "fp32" else None
+        )
         self.lines: list[str] = []
         self.pid = "tl.program_id(0)"  # a persistent kernel loops over virtual program ids
         self.names: dict[int, str] = {}

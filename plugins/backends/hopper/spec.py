@@ -26,6 +26,7 @@ H100 = TargetSpec(
     launch_us=3.0,
     # warpgroup MMA (N = 8..256 in steps of 8), and the warp-level MMA Triton falls back to
     matrix_instructions=("wgmma.mma_async.m64nNk16.f32.bf16", "mma.sync.m16n8k16.f32.bf16"),
+    fp32_dots=("ieee", "tf32x3", "bf16x6", "bf16x3"),  # Triton 3.6's NVIDIA input_precision
     notes={"source": "NVIDIA H100 SXM data sheet", "fp32": "TF32 tensor-core peak"},
 )
 

@@ -23,5 +23,6 @@ MI300X = TargetSpec(
     launch_us=4.0,
     # 16-bit operands; `matrix_instr_nonkdim` picks 16 or 32 (CDNA3 ISA guide, ch. 7)
     matrix_instructions=("v_mfma_f32_16x16x16_bf16", "v_mfma_f32_32x32x8_bf16"),
+    fp32_dots=("ieee", "bf16x6", "bf16x3"),  # Triton 3.6's AMD input_precision (no tf32x3)
     notes={"source": "AMD CDNA3 white paper; MI300X data sheet"},
 )

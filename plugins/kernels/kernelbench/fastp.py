@@ -65,8 +65,10 @@ def evaluate_task(
     source: str | None,
     scale: float | None = None,
     timeout_s: float | None = None,
+    fp32_dot: str | None = None,
 ) -> TaskOutcome:
-    """The best candidate of one task, through the pipeline's stages."""
+    """The best candidate of one task, through the pipeline's stages (`fp32_dot`: the
+    run's `kernel.fp32_dot`, how fp32 dots compute)."""
     from argus_core.config import compose
     from argus_core.pipeline import Stages, _best
     from argus_core.plugin_manager import Registry, default_plugin_manager
@@ -79,6 +81,8 @@ def evaluate_task(
         overrides.append(f"kernel.options.scale={scale}")
     if timeout_s is not None:  # per candidate check (the run's evaluate.timeout_s)
         overrides.append(f"evaluate.timeout_s={timeout_s}")
+    if fp32_dot is not None:
+        overrides.append(f"kernel.fp32_dot={fp32_dot}")
     try:
         cfg = compose(overrides)
         registry = Registry(default_plugin_manager())

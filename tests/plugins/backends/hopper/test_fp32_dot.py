@@ -40,3 +40,31 @@ def test_fp32_dots_are_ieee_on_hopper_and_bf16_dots_unchanged(hopper, gemm_ir):
 
 def fp32_policy() -> Policy:
     return Policy({"BM": 64, "BN": 64, "BK": 32, "GROUP": 8}, {"num_warps": 4, "num_stages": 2})
+
+
+@pytest.mark.parametrize("form", ["tf32x3", "bf16x6"])
+def test_a_split_fp32_dot_runs_on_tensor_cores(hopper, gemm_ir, form):
+    """`kernel.fp32_dot=tf32x3` (or bf16x6): fp32's accuracy from several tensor-core
+    products (TF32 or bf16 pieces of each operand) instead of FMAs."""
+    low = hopper.lower(gemm_ir, fp32_policy(), {"dtype": "fp32", "fp32_dot": form})
+    assert f"input_precision={form!r}" in low.source
+    rep = hopper.compile(low, FP32, fp32_policy())
+    assert rep.ok, rep.error
+    assert rep.mma_count > 0 and "HGMMA" in rep.asm
+    ieee = hopper.compile(
+        hopper.lower(gemm_ir, fp32_policy(), {"dtype": "fp32"}), FP32, fp32_policy()
+    )
+    assert rep.mma_count > ieee.mma_count == 0
+
+
+def test_fp32_dot_is_checked_against_the_target_before_anything_runs():
+    from argus_core.config import compose
+    from argus_core.errors import ConfigError
+    from argus_core.pipeline import Stages
+
+    registry = Registry(default_plugin_manager())
+    cfg = compose(["+kernel=gemm", "backend=mi300x", "kernel.fp32_dot=tf32x3", "tracking=none"])
+    with pytest.raises(ConfigError, match=r"kernel.fp32_dot on mi300x.*tf32x3.*bf16x6"):
+        Stages.from_config(cfg, registry)
+    cfg = compose(["+kernel=gemm", "backend=h200", "kernel.fp32_dot=tf32x3", "tracking=none"])
+    assert Stages.from_config(cfg, registry).backend.name == "h200"

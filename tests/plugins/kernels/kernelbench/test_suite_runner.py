@@ -49,7 +49,7 @@ def test_the_level_table_counts_fast_1_torch_compile_and_unseen_per_level():
 
 def test_tasks_not_started_by_the_deadline_get_a_row_saying_so():
     seen = []
-    work = [(str(TASKS), k, "interpret", 1, None, None) for k in ("level1/1", "level1/2")]
+    work = [(str(TASKS), k, "interpret", 1, None, None, None) for k in ("level1/1", "level1/2")]
     rows = suite.run_all(work, 1, None, 0.0, seen.append)
     assert [r["task"] for r in rows] == ["level1/1", "level1/2"] and seen == rows
     assert all(not r["correct"] and r["stopped"] and "deadline" in r["note"] for r in rows)
