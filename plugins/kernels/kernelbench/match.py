@@ -672,6 +672,12 @@ def _rowprog(gm, ops, inputs, result, task, names) -> Emission:
             binding[name] = {**src, "view": "1d"}
             loads.append(f"    {name}_t = al.load({name}.tile(ROWS)[pm]).to(al.f32)\n")
             env[node] = (f"{name}_t", "row")
+        elif math.prod(shape) == 1:  # a one-element parameter (`nn.Parameter(torch.tensor(c))`)
+            name = f"sc{len(params)}"
+            params.append(f'{name}: al.Tensor["S{len(params)}"]')
+            binding[name] = {**src, "view": "1d"}
+            loads.append(f"    {name}_t = al.load_scalar({name}, 0)\n")
+            env[node] = (f"{name}_t", "const")
         else:
             raise NoTemplate(
                 f"operand {node} of shape {shape} is neither [..., {n}] rows nor an [{n}] vector"
@@ -1031,12 +1037,28 @@ def _midreduce(op: Op, inputs, task, names) -> Emission:
     return Emission("midreduce", source, ENTRY, tiles, binding, {"M": a * c, "N": r}, names)
 
 
+# The longest row (its power-of-two tile BN) a GEMM with a row epilogue holds whole in one
+# program (`matmul_rows`). From the target's shared memory (an sm_90 block: 227 KB): the
+# operand tiles a pipelined loop keeps, (BM + BN) * BK * 2 bytes per buffered stage
+# (`lds_bytes_estimate`; at BM = BK = 16, num_stages 3: 129 KB at BN = 2048, 258 KB at 4096),
+# and the BM = 16 whole fp32 rows the epilogue reduces (BN * 64 bytes: 128 KB at 2048, 256 KB
+# at 4096) both fit at 2048 and neither at 4096. A longer row is a program: the GEMM (with
+# the elementwise ops before the first row op as its epilogue) writes a buffer, the row ops
+# are a second kernel over it (`_row_epilogue_cuts`).
+WHOLE_ROW_MAX_N = 2048
+
+
 def _matmul_rows(gm, core, rest, inputs, result, task, names, binding, vectors, parts, mnk):
     """A GEMM whose epilogue is a row program over the product's [M, N] rows (`_row_lines`):
-    each program holds BM whole rows, BN >= N."""
+    each program holds BM whole rows, BN >= N (at most `WHOLE_ROW_MAX_N`)."""
     m, n, k = mnk
     if binding["a"].get("view"):
         raise NoTemplate("a row epilogue needs a 2-D left operand")
+    if _np2(n) > WHOLE_ROW_MAX_N:
+        raise NoTemplate(
+            f"a GEMM's row epilogue over rows of {n} columns: whole rows (BN = {_np2(n)}) do "
+            f"not fit one program's shared memory (at most BN = {WHOLE_ROW_MAX_N})"
+        )
     full = (m, n)
     scalars: list[str] = []
     env: dict[Any, tuple[str, str]] = {core.node: ("acc", "full")}
@@ -1057,7 +1079,7 @@ def _matmul_rows(gm, core, rest, inputs, result, task, names, binding, vectors, 
             scalars.append(name)
             binding[name] = {**src, "view": "1d"}
             loads.append(f"    {name}_t = al.load_scalar({name}, 0)\n")
-            env[node] = (f"{name}_t", "full")
+            env[node] = (f"{name}_t", "const")  # broadcasts against rows and row values
             return env[node]
         if src is None or _shape(node) not in ((n,), (1, n)):
             raise NoTemplate(f"epilogue operand {node} is neither a constant nor an [N] vector")
@@ -1634,10 +1656,32 @@ def _starts_kernel(op: Op) -> bool:
     return op.kind in REDUCTIONS and rank >= 3 and _dims_of(op, rank) != (1,)
 
 
+def _row_epilogue_cuts(ops: list[Op]) -> list[int]:
+    """Cuts of a GEMM's row epilogue that one program cannot hold (rows longer than
+    `WHOLE_ROW_MAX_N`, a GroupNorm of more than 32 groups): before the first row op after a
+    GEMM (a reduction, softmax, GroupNorm: the GEMM keeps the elementwise ops before it as
+    its epilogue and writes a buffer, the row ops read it), and after a GroupNorm of its
+    [M, N] rows (the norm's kernel takes constants only; what follows is another kernel).
+    Fewest kernels first (`_program`): a row epilogue one program holds stays fused."""
+    cuts = []
+    for i, o in enumerate(ops):
+        if o.kind not in ("linear", "matmul"):
+            continue
+        for j in range(i + 1, len(ops)):
+            k = ops[j].kind
+            if k in ("linear", "matmul", "conv", "conv_transpose"):
+                break
+            if k in REDUCTIONS or k in ROW_OPS or k == "group_norm":
+                cuts += [j, j + 1] if k == "group_norm" else [j]
+                break
+    return [c for c in cuts if c < len(ops)]
+
+
 def _cuts(ops: list[Op]) -> list[int]:
     """Where a program may start a kernel (never at the first op, nor after a transpose that
     feeds the product): before an op that reads the whole of what precedes it, and after
-    any reduction or norm (its value may be broadcast against a tensor of another width)."""
+    any reduction or norm (its value may be broadcast against a tensor of another width);
+    and in a GEMM's row epilogue (`_row_epilogue_cuts`)."""
     return (
         [
             i
@@ -1649,6 +1693,7 @@ def _cuts(ops: list[Op]) -> list[int]:
             for i, o in enumerate(ops[:-1])
             if o.kind in REDUCTIONS or (_starts_kernel(o) and "norm" in o.kind.lower())
         ]
+        + _row_epilogue_cuts(ops)
     )
 
 
@@ -1684,6 +1729,9 @@ def _lower_segment(gm, seg, inputs, result, task) -> Emission:
             o.kind in ELEMENTWISE or o.kind == "batch_norm" for o in seg
         ):
             return _chanprog(gm, seg, inputs, result, task, names)
+        if len(_shape(x0)) == 2 and all(o.kind in ELEMENTWISE for o in seg):
+            # elementwise ops of [M, N] rows with [N] vectors (after a GroupNorm's kernel)
+            return _rowprog(gm, seg, inputs, result, task, names)
         raise
 
 
