@@ -18,6 +18,9 @@ Lowerings here (each a template in `templates/`; docs/kernelbench.md, "Level-1 l
   bmm        `torch.bmm`, `einsum` of rows with a matrix or batched, `triu`/`tril` of a
              matmul (the mask in the epilogue)
   sdpa       `F.scaled_dot_product_attention` (online softmax over key blocks)
+  softmax_long  a softmax over the last dim of rows longer than LONG_ROW (match's
+             `softmax` holds a whole row in one tile): an online max/sum pass over column
+             tiles, then a pass that writes
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def match_more(
     """The Emission for `ops` from this module's lowerings, or None."""
     if not ops or isinstance(result, tuple | list) or not _is_node(result):
         return None
-    for lowering in (_scan, _rownorm, _loss, _bcast, _product, _sdpa):
+    for lowering in (_scan, _rownorm, _loss, _bcast, _product, _sdpa, _long_softmax):
         em = lowering(gm, ops, inputs, result, task, names)
         if em is not None:
             return em
@@ -893,6 +896,33 @@ def _sdpa(gm, ops, inputs, result, task, names) -> Emission | None:
              "BN": [t for t in (16, 32, 64) if t <= _np2(sk[2])] or [16], "BD": [bd]}  # fmt: skip
     shape = {"B": sq[0] * sq[1], "M": sq[2], "N": sk[2], "K": sq[3]}
     return Emission("sdpa", source, ENTRY, tiles, binding, shape, names)
+
+
+# ----------------------------------------------------------------------------- long rows
+LONG_ROW = 16384  # rows longer than this are walked in column tiles (a whole-row tile spills)
+
+
+def _long_softmax(gm, ops, inputs, result, task, names) -> Emission | None:
+    """A lone softmax over the last dim of a forward input whose rows are longer than
+    LONG_ROW: `softmax_long` (match's `softmax` holds ROWS whole rows in one tile, past
+    Triton's 2^20 elements at level1/23's 393216 columns)."""
+    if len(ops) != 1 or ops[0].kind != "softmax" or result is not ops[0].node:
+        return None
+    x = ops[0].args[0] if ops[0].args else None
+    shape = _shape(x) if _is_node(x) else ()
+    if x not in inputs or not shape or _dim(ops[0].dim, len(shape)) != len(shape) - 1:
+        return None
+    n = shape[-1]
+    if _np2(n) <= LONG_ROW:
+        return None
+    source = _fill("softmax_long", TASK=task, WHAT="softmax(x, dim=-1), long rows", ENTRY=ENTRY)
+    binding = {
+        "x": {"from": "input", "index": inputs.index(x), "view": "2d"},
+        "y": {"from": "output", "view": "2d"},
+    }
+    tiles = {"ROWS": [1, 2, 4], "BN": [4096, 2048, 8192]}
+    return Emission("softmax_long", source, ENTRY, tiles, binding,
+                    {"M": math.prod(shape[:-1]), "N": n}, names)  # fmt: skip
 
 
 def _flat_dims(flip: Any) -> list[Any]:
