@@ -141,9 +141,9 @@ def _check_guards(buf: Any, n: int, what: str) -> None:
         raise OutOfBounds(f"the kernel wrote outside {what} (a guard region changed)")
 
 
-def _bound(binding: dict[str, dict[str, Any]], inputs: list[Any], params: dict[str, Any],
-           out: Any, buffers: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
-    """Each kernel tensor as its binding says, through its view."""
+def _raw(binding: dict[str, dict[str, Any]], inputs: list[Any], params: dict[str, Any],
+         out: Any, buffers: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """Each kernel tensor as its binding names it (reshaped by "shape"), before its view."""
     tensors = {}
     for name, b in binding.items():
         src = b["from"]
@@ -165,8 +165,80 @@ def _bound(binding: dict[str, dict[str, Any]], inputs: list[Any], params: dict[s
             )
         if b.get("shape") is not None:  # a program's buffer (or output) seen reshaped
             t = t.view(buffer_shape(b["shape"], inputs))
-        tensors[name] = _view(t, b.get("view"))
+        tensors[name] = t
     return tensors
+
+
+def _bound(binding: dict[str, dict[str, Any]], inputs: list[Any], params: dict[str, Any],
+           out: Any, buffers: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """Each kernel tensor as its binding says, through its view."""
+    raw = _raw(binding, inputs, params, out, buffers)
+    return {name: _view(t, binding[name].get("view")) for name, t in raw.items()}
+
+
+def _extents_as_read(kernel: LoweredKernel, binding: dict[str, dict[str, Any]],
+                     raw: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """`raw` with an extents-only `ys` one dim short seen with its channel dim back.
+
+    The per-sample templates (conv, pool, chanprog) read the spatial extents of their result
+    from `ys`, declared [N, OC, *S]. A reduction over the channels without keepdim
+    (`torch.max(x, dim=1)[0]`, level2/89) makes the bound output [N, *S]: its extents then
+    sit one dim early and the launch read past them (IndexError: tuple index out of range).
+    Seen as [N, 1, *S] (a view), it is what keepdim=True binds; `ys` is never loaded or
+    stored, and its channel extent is read by no offset."""
+    t = raw.get("ys")
+    if t is None or binding["ys"].get("view") is not None or not hasattr(t, "dim"):
+        return raw
+    dims = [
+        int(p.binding[2])
+        for p in kernel.params
+        if p.kind == "int" and p.binding[0] in ("shape", "stride") and p.binding[1] == "ys"
+    ]
+    if dims and t.dim() == max(dims) and t.dim() >= 1:  # one dim short: the channel dim
+        return {**raw, "ys": t.unsqueeze(1)}
+    return raw
+
+
+INT32_ELEMS = 2**31  # the lowering's offsets are 32-bit: a tensor must hold fewer elements
+BATCH_VIEWS = ("ngsc:", "n1s")  # views that keep an activation's batch dim first
+
+
+def batch_chunks(binding: dict[str, dict[str, Any]], raw: dict[str, Any]
+                 ) -> tuple[list[str], list[slice]] | None:  # fmt: skip
+    """(the batch tensors, the batch slices to launch one at a time) when a kernel's tensor
+    holds 2^31 elements or more and the kernel is one of the per-sample programs (conv,
+    pool, chanprog: bound with `ys`, its grid's first axis walks ys.shape[0], a program
+    reads and writes one sample of each activation); else None (one launch).
+
+    The lowering computes offsets in int32, so `pz * x.stride(0)` overflows past 2^31
+    (level1/45: a [16, 64, 2048, 2048] input, 2^32 elements, faulted on the H200). Each
+    launch then sees the activations sliced to a few samples (a view, no copy), every one
+    under 2^31 elements. A kernel that is not per-sample, or whose one sample is already
+    2^31 elements, is a ValueError naming the tensor."""
+    big = [n for n, t in raw.items() if hasattr(t, "numel") and t.numel() >= INT32_ELEMS]
+    if not big:
+        return None
+    if "ys" not in binding:
+        raise ValueError(
+            f"tensor {big[0]!r} has {raw[big[0]].numel()} elements; the lowered kernel's "
+            "offsets are 32-bit (fewer than 2**31) and it cannot be launched per sample"
+        )
+    n = raw["ys"].shape[0]
+    batch = [
+        name for name, b in binding.items()
+        if b["from"] != "param" and raw[name].dim() >= 1 and raw[name].shape[0] == n
+        and (b.get("view") is None or b["view"].startswith(BATCH_VIEWS))
+    ]  # fmt: skip
+    outside = [name for name in big if name not in batch]
+    per = max(raw[name].numel() // max(n, 1) for name in batch)
+    if outside or per >= INT32_ELEMS:
+        name = outside[0] if outside else max(batch, key=lambda b: raw[b].numel())
+        raise ValueError(
+            f"tensor {name!r} has {raw[name].numel()} elements; the lowered kernel's offsets "
+            "are 32-bit (fewer than 2**31 per launch) and one sample is already that large"
+        )
+    step = (INT32_ELEMS - 1) // per
+    return batch, [slice(i, min(n, i + step)) for i in range(0, n, step)]
 
 
 def buffer_shape(shape: list[Any], inputs: list[Any]) -> tuple[int, ...]:
@@ -200,7 +272,10 @@ def dsl_runner(
     {"launches": [{"entry", "binding"}], "buffers": {name: extents}}) launches each kernel
     in order; a tensor bound {"from": "buffer", "name": t} is the intermediate `t`,
     allocated per call (the output's dtype), poisoned and guarded like the output; "shape"
-    (extents, as `buffer_shape` reads them) views a buffer or the output reshaped."""
+    (extents, as `buffer_shape` reads them) views a buffer or the output reshaped.
+
+    A per-sample kernel whose tensors reach 2^31 elements is launched once per batch slice
+    (`batch_chunks`): the lowered offsets are 32-bit."""
     kernels = list(lowered) if isinstance(lowered, list | tuple) else [lowered]
     plan = binding.get(PROGRAM)
     if plan is None:
@@ -231,9 +306,17 @@ def dsl_runner(
             buffers[name] = held[name][1].view(ext)
         for ln in launches:
             k = by_name[ln["entry"]]
-            tensors = _bound(ln["binding"], inputs, params, out, buffers)
-            args, grid = launch_args(k, tensors, constexprs)
-            fns[ln["entry"]][grid](*args, **compiler)
+            raw = _extents_as_read(k, ln["binding"], _raw(ln["binding"], inputs, params, out,
+                                                          buffers))  # fmt: skip
+            split = batch_chunks(ln["binding"], raw)
+            for part in split[1] if split else [None]:
+                tensors = {
+                    name: _view(t[part] if part is not None and name in split[0] else t,
+                                ln["binding"][name].get("view"))
+                    for name, t in raw.items()
+                }  # fmt: skip
+                args, grid = launch_args(k, tensors, constexprs)
+                fns[ln["entry"]][grid](*args, **compiler)
         _check_guards(buf, n, "its output")
         for name, (b, t) in held.items():
             _check_guards(b, t.numel(), f"buffer {name}")
