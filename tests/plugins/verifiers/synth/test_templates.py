@@ -61,6 +61,11 @@ class Sdpa(torch.nn.Module):
         return F.scaled_dot_product_attention(q, k, v)
 
 
+class LongSoftmax(torch.nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+
 class FullSum(torch.nn.Module):
     def forward(self, x, y):
         return (x * y).sum()
@@ -73,6 +78,7 @@ INLINE = {  # lower_more's templates, on small modules (no task file of theirs h
     "rownorm": (LayerNorm, lambda: [torch.randn(8, 64)]),
     "lossreduce": (Mse, lambda: [torch.randn(8, 64), torch.randn(8, 64)]),
     "fullreduce": (FullSum, lambda: [torch.randn(8, 64), torch.randn(8, 64)]),
+    "softmax_long": (LongSoftmax, lambda: [torch.randn(4, 20000)]),  # rows past LONG_ROW
 }
 
 # template: (task, the planted bug: (text, replacement) in the emitted source)
@@ -99,6 +105,7 @@ CASES = {
     "rownorm": ("rownorm", ("al.load(b.tile(BL)[c3])", "al.load(w.tile(BL)[c3])")),
     "lossreduce": ("lossreduce", ("al.load(x1.", "al.load(x0.")),
     "fullreduce": ("fullreduce", ("al.load(x1.", "al.load(x0.")),
+    "softmax_long": ("softmax_long", ("x.tile(ROWS, BN)[pm, c2]", "x.tile(ROWS, BN)[0, c2]")),
     # lower_more's variants: test_lower_more.TASKS by name ("lm:" + name)
     "lm:cumsum_masked": ("scan", ("al.load(x1.", "al.load(x0.")),
     "lm:cumsum_reverse": ("scan", ("x0.tile(ROWS, BN)[pm, cc]", "x0.tile(ROWS, BN)[0, cc]")),
