@@ -123,6 +123,16 @@ def _same(a: dict, b: dict) -> bool:
     }
 
 
+def _diff(before: list, after: list) -> list:
+    """The keys where two jobs' records differ (the assertion's message)."""
+    return [
+        (k, a.get(k), b.get(k))
+        for a, b in zip(before, after)
+        for k in sorted(set(a) | set(b))
+        if k not in ("seconds", "cache") and a.get(k) != b.get(k)
+    ]
+
+
 @pytest.mark.slow
 def test_a_sweep_rerun_finishes_from_the_cache(run_argus, tmp_path):
     """`argus -m` twice, jobs in parallel worker processes sharing one cache: the second
@@ -152,7 +162,7 @@ def test_a_sweep_rerun_finishes_from_the_cache(run_argus, tmp_path):
     for job, records in after.items():
         assert len(records) == 2
         assert [r["cache"] for r in records] == [["verify", "compile", "check"]] * 2
-        assert all(_same(a, b) for a, b in zip(before[job], records))
+        assert all(_same(a, b) for a, b in zip(before[job], records)), _diff(before[job], records)
         log = (tmp_path / "second" / job / "argus.log").read_text()
         assert "6 of 6 stage results reused (verify 2/2, compile 2/2, check 2/2)" in log
     # the first sweep's two jobs share the verify and compile results of the same policies
