@@ -45,7 +45,6 @@ def run_worker_bytes(
     runner: str,
     timeout_s: float,
     result_bytes: int = 0,
-    env: dict[str, str] | None = None,
     pass_fds: tuple[int, ...] = (),
 ) -> dict[str, Any]:
     """`python -m module` with `request` on stdin, isolated by the OS sandbox
@@ -54,8 +53,7 @@ def run_worker_bytes(
     exits with status 0, else {"ok": False, "error": why, "seconds_wall"} for a timeout or
     a crash (untrusted text cut to a few KiB). `result_bytes`: the size of the result the
     caller expects, where it may pass the sandbox's FILE_BYTES (a worker's outputs);
-    `env`, variables added to the worker's environment; `pass_fds`, descriptors the
-    worker inherits (the pipes of a GPU's gate, `kernelbench.evaluate.GpuShare`).
+    `pass_fds`, descriptors the worker inherits (the pipes of a GPU's gate, `kernelbench.evaluate.GpuShare`).
     SandboxError when isolation is unavailable and `sandbox=none` was not chosen."""
     from argus_core.sandbox import run_isolated
 
@@ -65,7 +63,7 @@ def run_worker_bytes(
         request,
         timeout_s,
         what=f"a candidate's check ({module})",
-        env={**worker_env(runner), **(env or {})},
+        env=worker_env(runner),
         device=RUNNERS[runner][0] != "cpu",
         memory_bytes=WORKER_MEMORY_BYTES,
         stdout_bytes=result_bytes,

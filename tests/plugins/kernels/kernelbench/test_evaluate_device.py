@@ -96,9 +96,9 @@ def test_a_dsl_check_sends_no_tensor_and_gets_only_a_verdict(monkeypatch):
     sent: list[dict] = []
     real = evaluate.run_worker_bytes
 
-    def spy(module, request, runner, timeout_s, result_bytes=0, env=None, pass_fds=()):
+    def spy(module, request, runner, timeout_s, result_bytes=0, pass_fds=()):
         sent.append(torch.load(io.BytesIO(request), weights_only=False))
-        out = real(module, request, runner, timeout_s, result_bytes, env, pass_fds)
+        out = real(module, request, runner, timeout_s, result_bytes, pass_fds)
         sent[-1]["_reply"] = out
         return out
 
