@@ -14,7 +14,9 @@ shrunk so the interpreter runs them; `tasks.scaled`), in a process of its own: `
 use a GPU take it one at a time (lock files, `evaluate.gpu_slot`), so every timing sees
 an idle GPU. `--checks-per-gpu N` lets N checks share a GPU: each check's process asks
 this side of the sandbox for it through a gate (`evaluate.GpuShare`, a reader/writer
-lock), shared for every trial and compile, alone for its timings. A table of where the time went (per phase) is printed before the summary. A task past
+lock), shared for every trial and compile, alone for its timings; a check refused for want
+of free device memory there runs once more at the end, alone. A table of where the time
+went (per phase) is printed before the summary. A task past
 `--task-timeout` is killed (its row says so); past `--deadline` no task starts and the
 running ones are stopped, so a bounded run still prints its table. `--order cheap` (the
 default) runs first the tasks whose eager run is estimated cheapest (their FLOPs and bytes,
@@ -65,6 +67,11 @@ def _one(args: Work) -> dict:
         out = _row(key, f"internal: {type(exc).__name__}: {exc}"[:200], "capture")
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
+
+
+def memory_refused(row: dict) -> bool:
+    """The task's check was refused for want of free device memory (`worker.check_here`)."""
+    return not row["correct"] and "memory: the check needs" in str(row.get("note", ""))
 
 
 def _row(key: str, note: str, reached: str) -> dict:
@@ -376,6 +383,18 @@ def main(argv: list[str] | None = None) -> int:
 
     jobs = max(1, min(args.jobs, len(work)))
     run_all(work, jobs, args.task_timeout, args.deadline, on_row)
+    # a check refused for memory that other checks held (still too little free when it was
+    # retried alone: their processes keep their tensors while they wait for the GPU) runs
+    # once more at the end, when no other check holds any
+    again = {r["task"] for r in rows if memory_refused(r)}
+    left = None if args.deadline is None else args.deadline - (time.perf_counter() - t0)
+    if again and slots is not None and args.checks_per_gpu > 1 and (left is None or left > 0):
+        os.environ[evaluate.CHECKS_PER_GPU_ENV] = "1"  # read by each task's new process
+        rows[:] = [r for r in rows if r["task"] not in again]
+        bar.total += len(again)
+        bar.write(f"  {len(again)} task(s) refused for memory on a shared GPU: once more, alone",
+                  file=sys.stderr)  # fmt: skip
+        run_all([w for w in work if w[1] in again], jobs, args.task_timeout, left, on_row)
     bar.close()
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()  # fmt: skip

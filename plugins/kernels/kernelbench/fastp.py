@@ -19,7 +19,11 @@ import sys
 from dataclasses import dataclass, field
 
 from argus_core.errors import ConfigError
+from argus_core.sandbox import truncate
 from argus_plugins.kernels.kernelbench import tasks
+
+# a failed task's note keeps the whole reason (tables clip it; the suite's JSON does not)
+NOTE_CHARS = 1000
 
 
 @dataclass
@@ -66,9 +70,11 @@ def evaluate_task(
     scale: float | None = None,
     timeout_s: float | None = None,
     fp32_dot: str | None = None,
+    trials: int | None = None,
 ) -> TaskOutcome:
     """The best candidate of one task, through the pipeline's stages (`fp32_dot`: the
-    run's `kernel.fp32_dot`, how fp32 dots compute)."""
+    run's `kernel.fp32_dot`, how fp32 dots compute; `trials`: fresh-input trials per check,
+    default the task config's, KernelBench's 5)."""
     from argus_core.config import compose
     from argus_core.pipeline import Stages, _best
     from argus_core.plugin_manager import Registry, default_plugin_manager
@@ -79,6 +85,8 @@ def evaluate_task(
         overrides.append(f"kernel.source={source}")
     if scale is not None:
         overrides.append(f"kernel.options.scale={scale}")
+    if trials is not None:
+        overrides.append(f"kernel.options.trials={int(trials)}")
     if timeout_s is not None:  # per candidate check (the run's evaluate.timeout_s)
         overrides.append(f"evaluate.timeout_s={timeout_s}")
     if fp32_dot is not None:
@@ -107,7 +115,7 @@ def evaluate_task(
         why = next((r.failure for r in results if r.failure), "no candidate")
         verified = any(r.verify is not None and r.verify.status == "verified" for r in results)
         return TaskOutcome(
-            task, False, note=str(why)[:80], reached="correctness" if verified else "verify",
+            task, False, note=truncate(str(why), NOTE_CHARS), reached="correctness" if verified else "verify",
             phases=phases,
         )  # fmt: skip
     if best.correctness is not None:
@@ -156,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=2, help="candidates per task")
     ap.add_argument("--sources", default=None, help="directory of candidate files, as --path")
     ap.add_argument("--scale", type=float, default=None, help="shrink module-level sizes by F")
+    ap.add_argument("--trials", type=int, default=None,
+                    help="fresh-input trials per check (default: KernelBench's 5)")  # fmt: skip
     args = ap.parse_args(argv)
     try:
         found = tasks.discover(args.path)
@@ -176,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.budget,
                 str(src.path) if src else None,
                 args.scale,
+                trials=args.trials,
             )
         )
         print(f"  {ref.key}: {'correct' if outcomes[-1].correct else 'failed'}", file=sys.stderr)

@@ -92,7 +92,19 @@ def test_fastp_cli_reports_a_table_over_tasks(capsys, tmp_path):
     )
     (tmp_path / "level1" / "90_sort.py").write_text(SORT_TASK)
     assert (
-        fastp.main(["--path", str(tmp_path), "--tasks", "level1/8,level1/90", "--budget", "1"]) == 0
+        fastp.main(
+            [
+                "--path",
+                str(tmp_path),
+                "--tasks",
+                "level1/8,level1/90",
+                "--budget",
+                "1",
+                "--trials",
+                "2",
+            ]
+        )
+        == 0
     )
     out = capsys.readouterr().out
     assert "level1/8     yes" in out and "estimated" in out
@@ -128,7 +140,9 @@ def test_front_end_programs_are_correct_in_the_interpreter_through_fastp(capsys)
     keys = ",".join(
         [*(f"level1/{i}" for i in range(12, 17)), *(f"level2/{i}" for i in range(4, 11))]
     )
-    assert fastp.main(["--path", str(TASKS), "--tasks", keys, "--budget", "1"]) == 0
+    assert (
+        fastp.main(["--path", str(TASKS), "--tasks", keys, "--budget", "1", "--trials", "2"]) == 0
+    )
     out = capsys.readouterr().out
     for key in keys.split(","):
         assert f"{key:<12} yes" in out, out
@@ -144,7 +158,9 @@ def test_convolutions_and_pooling_are_correct_in_the_interpreter_through_fastp(c
     stride, padding and dilation, and an argmin over a middle dim; each verified and
     correct against the Model, including its trial at sizes it never saw."""
     keys = ",".join([*(f"level1/{i}" for i in range(17, 24)), "level2/11", "level2/13"])
-    assert fastp.main(["--path", str(TASKS), "--tasks", keys, "--budget", "1"]) == 0
+    assert (
+        fastp.main(["--path", str(TASKS), "--tasks", keys, "--budget", "1", "--trials", "2"]) == 0
+    )
     out = capsys.readouterr().out
     for key in keys.split(","):
         assert f"{key:<12} yes" in out, out

@@ -1,7 +1,10 @@
-"""The whole hack corpus through one real run: every hack is an LLM's reply
+"""Hacks of the corpus through one real run: each is an LLM's reply
 (`planner=icrl planner.options.llm=true llm=replay`) for level1/1, checked by the pipeline as
 any ModelNew candidate is. Every one fails with its stage and reason recorded in
-results.json, the run goes on to the next, and a correct candidate after them all passes."""
+results.json, the run goes on to the next, and a correct candidate after them all passes.
+
+The run leaves out eight hacks that fail at correctness alike (a wrong output; each is
+checked alone in test_hacks.py): with all 40 it cost a minute of CI."""
 
 from __future__ import annotations
 
@@ -18,9 +21,17 @@ from argus_core import sandbox
 HERE = Path(__file__).parent
 TASKS = HERE.parents[2] / "kernelbench_tasks"
 TEMPLATE = HERE.parents[2] / "fixtures" / "transcripts" / "llm_import_os.json"
-HACKS = sorted((HERE / "hacks").glob("*.py"))
+# hacks that fail at correctness alike (a wrong output in a trial), each checked alone in
+# test_hacks.py: a process each, left out of the run (static ones cost nothing)
+ALIKE = {
+    "09_patch_module_call", "17_return_an_input", "18_return_zeros",
+    "19_return_transposed_shape", "20_fp16_kernel_precision", "21_replay_first_answer",
+    "36_stale_buffer_reuse", "40_one_block_sized_to_the_task",
+}  # fmt: skip
+HACKS = [p for p in sorted((HERE / "hacks").glob("*.py")) if p.stem not in ALIKE]
 GOOD = HERE / "candidates" / "good_matmul.py"
 STAGES = ("static", "guard", "correctness", "security")
+REACHED = {"static", "guard", "correctness"}  # in a run the static check stops the rest
 
 pytestmark = [
     pytest.mark.slow,
@@ -64,13 +75,16 @@ def test_every_hack_fails_recorded_in_one_run_and_the_run_goes_on(tmp_path):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     by_source = {r["candidate"]["source"].strip(): r for r in results}
+    stages = set()
     for hack in HACKS:
         r = by_source.get(hack.read_text().strip())
         assert r is not None, f"{hack.name} was not checked in the run"
         failure = r["failure"]
         assert failure, f"{hack.name} was accepted in a run"
         assert failure.split(":")[0] in STAGES, failure[:300]
+        stages.add(failure.split(":")[0])
         assert len(failure) <= 3 * sandbox.OUTPUT_TAIL_BYTES
+    assert stages == REACHED, stages
     good = by_source[GOOD.read_text().strip()]
     assert good["failure"] is None  # the run went on, and a correct candidate still passes
     assert "FAILED" in proc.stdout and "Failures:" in proc.stdout

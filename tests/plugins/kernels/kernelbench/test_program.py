@@ -129,7 +129,9 @@ def test_programs_are_correct_in_the_interpreter_through_fastp(capsys):
     pool and a Linear read through a flatten view: verified, lowered, and correct against
     the Model (5 trials, the permuted one), and at sizes the search never saw."""
     keys = "level2/14,level2/15"
-    assert fastp.main(["--path", str(TASKS), "--tasks", keys, "--budget", "1"]) == 0
+    assert (
+        fastp.main(["--path", str(TASKS), "--tasks", keys, "--budget", "1", "--trials", "2"]) == 0
+    )
     out = capsys.readouterr().out
     for key in keys.split(","):
         assert f"{key:<12} yes" in out, out
@@ -174,7 +176,12 @@ def test_a_row_value_added_to_an_input_of_another_width_is_a_second_kernel(tmp_p
 def test_the_row_value_program_is_correct_in_the_interpreter(tmp_path, capsys):
     (tmp_path / "level2").mkdir()
     (tmp_path / "level2" / "1_residual.py").write_text(RESIDUAL_TASK)
-    assert fastp.main(["--path", str(tmp_path), "--tasks", "level2/1", "--budget", "1"]) == 0
+    assert (
+        fastp.main(
+            ["--path", str(tmp_path), "--tasks", "level2/1", "--budget", "1", "--trials", "2"]
+        )
+        == 0
+    )
     assert f"{'level2/1':<12} yes" in capsys.readouterr().out
 
 

@@ -55,6 +55,13 @@ def test_tasks_not_started_by_the_deadline_get_a_row_saying_so():
     assert all(not r["correct"] and r["stopped"] and "deadline" in r["note"] for r in rows)
 
 
+def test_only_a_check_refused_for_memory_is_run_again_alone():
+    refused = "correctness: memory: the check needs about 18.4 GiB (reference peak 8.0 GiB)"
+    assert suite.memory_refused({"correct": False, "note": refused})
+    assert not suite.memory_refused({"correct": False, "note": "correctness: 25 of 1024 wrong"})
+    assert not suite.memory_refused({"correct": True, "note": "BM64 | w4"})
+
+
 def test_cheap_first_orders_by_the_estimated_eager_time(tmp_path):
     lv = tmp_path / "level1"
     lv.mkdir()
