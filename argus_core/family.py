@@ -55,6 +55,9 @@ class FamilyBase:
     # value that dim may take (a size 1, a 0/1 flag 0); empty: not declared, not checked
     dtypes: tuple[str, ...] = ()
     shape_dims: tuple[tuple[str, int], ...] = ()
+    # its kernels compute offsets in 64 bits (a tensor it binds holds 2^31 elements or more,
+    # past int32 offsets); the lowering reads it as the run fact "offsets": "i64"
+    wide_offsets: bool = False
 
     # ------------------------------------------------------------------ its kernels
     @property

@@ -307,10 +307,16 @@ class Stages:
             res.timing = family.baseline_estimate(res.timing, backend.spec)
 
     def _lowering_facts(self, interpreted: bool = False) -> dict[str, Any]:
-        """What a lowering reads of the run: the dtype, and how fp32 dots compute (in the
-        interpreter always IEEE fp32: it has no matrix cores to split for)."""
+        """What a lowering reads of the run: the dtype, how fp32 dots compute (in the
+        interpreter always IEEE fp32: it has no matrix cores to split for), and the width
+        of offsets (64 bits where the family binds a tensor of 2^31 elements or more)."""
         dot = "ieee" if interpreted else str(self.cfg.kernel.get("fp32_dot") or "ieee")
-        return {"dtype": self.cfg.kernel.dtype, "fp32_dot": dot}
+        wide = bool(getattr(self.family, "wide_offsets", False))
+        return {
+            "dtype": self.cfg.kernel.dtype,
+            "fp32_dot": dot,
+            "offsets": "i64" if wide else "i32",
+        }
 
     def _cache_parts(self, cand: Candidate, entries: tuple[str, ...]) -> dict[str, Any]:
         """What a candidate's verify and compile results depend on besides code and tools

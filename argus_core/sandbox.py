@@ -475,8 +475,9 @@ ARGUS_PACKAGES = ("argus_core", "argus_plugins", "argus_conf")
 
 def _readable_roots() -> list[str]:
     """What an isolated Python needs to read: the system's /usr and /etc, the Python
-    installation and environment, and Argus's own package folders (not the repository
-    around them: no store, no MLflow database, no configs)."""
+    installation and environment, the site directories on sys.path, and Argus's own
+    package folders (not the repository around them: no store, no MLflow database, no
+    configs)."""
     import argus_core
 
     roots = ["/usr", "/etc", sys.base_prefix, sys.prefix, os.path.dirname(sys.executable)]
@@ -484,6 +485,12 @@ def _readable_roots() -> list[str]:
     # the plugins' folder, found without importing them (the core never imports plugins)
     spec = importlib.util.find_spec("argus_plugins")
     roots.extend(spec.submodule_search_locations or [] if spec is not None else [])
+    # site directories on sys.path outside the environment (the user site, or one a .pth
+    # line adds: the dependencies of another environment) hold installed packages only
+    roots.extend(
+        e for e in sys.path
+        if os.path.basename(e.rstrip("/")) in ("site-packages", "dist-packages")
+    )  # fmt: skip
     # $PYTHONPATH (passed on): a folder holding Argus's packages (a checkout) gives only
     # those packages; any other folder (installed wheels) is given whole
     for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):

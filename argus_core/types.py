@@ -120,6 +120,9 @@ class LoweredKernel:
     # tensors read or written through TMA descriptors (the USE_TMA constexpr picks that path
     # at launch when they are contiguous with 16-byte aligned strides and base)
     tma_tensors: list[str] = field(default_factory=list)
+    # offsets computed in 64 bits (every shape and stride cast to int64 on entry): a tensor
+    # may hold 2^31 elements or more; otherwise the offsets are int32
+    wide_offsets: bool = False
 
     def signature(self, dtypes: dict[str, str] | None = None) -> dict[str, str]:
         """Triton signature for `triton.compile`: '*bf16', 'i32' or 'constexpr' per param."""
@@ -144,6 +147,7 @@ class LoweredKernel:
             "outputs": list(self.outputs),
             "constexprs": dict(self.constexprs),
             "tma_tensors": list(self.tma_tensors),
+            "wide_offsets": self.wide_offsets,
         }
 
     @classmethod
@@ -156,6 +160,7 @@ class LoweredKernel:
             list(d["outputs"]),
             dict(d.get("constexprs", {})),
             list(d.get("tma_tensors", [])),
+            bool(d.get("wide_offsets", False)),
         )
 
 

@@ -10,7 +10,9 @@ a kernel is the same with and without its invariants. Each emitted statement car
 comment with the DSL line it came from. An fp32 run (`options["dtype"] == "fp32"`) gets
 `input_precision="ieee"` dots: NVIDIA's default for fp32 `tl.dot` is TF32 (~1e-3 off),
 which fp32 tolerances reject; `options["fp32_dot"]` (`kernel.fp32_dot`) picks a split form
-instead ("tf32x3", "bf16x6": fp32's accuracy on matrix cores).
+instead ("tf32x3", "bf16x6": fp32's accuracy on matrix cores). Offsets are int32 unless
+`options["offsets"] == "i64"` (a tensor of 2^31 elements or more): then every shape and
+stride parameter is cast to int64 on entry, and every offset built from one widens.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from argus_core.errors import DSLError
+from argus_core.errors import DSLError, choices_error
 from argus_core.ir import (
     Cast,
     Dot,
@@ -93,6 +95,7 @@ _BINARY = {
 }
 _CALL2 = {"minimum": "tl.minimum", "maximum": "tl.maximum"}
 _REDUCE = {"sum": "tl.sum", "max": "tl.max", "min": "tl.min"}
+OFFSETS = ("i32", "i64")  # the run fact "offsets": how wide a kernel computes its offsets
 
 
 def dtype_expr(dtype: str) -> str:
@@ -485,6 +488,13 @@ class TritonLowering:
         """Triton source for `ir`: the policy's tiles must bind exactly the kernel's
         constexprs (DSLError otherwise); `options` holds run facts ({"dtype": ...})."""
         em = self.emitter(ir, self.rules, policy, bind_constexprs(ir, policy), self.target, options)
+        wide = options.get("offsets", "i32") == "i64"
+        if options.get("offsets", "i32") not in OFFSETS:
+            raise DSLError(choices_error("offsets", options.get("offsets"), OFFSETS))
+        if wide:  # i32 * i64 is i64: every offset built from a shape or a stride widens
+            for p in em.params:
+                if p.kind == "int" and p.binding[0] in ("shape", "stride"):
+                    em.lines.append(f"    {p.name} = tl.cast({p.name}, tl.int64)")
         self.rules.rule_for(ir)(em, ir, 1)
         sig = ", ".join(
             p.name + (": tl.constexpr" if p.kind == "constexpr" else "") for p in em.params
@@ -506,6 +516,7 @@ class TritonLowering:
             outputs=list(ir.written),
             constexprs=em.constexprs,
             tma_tensors=em.tma_tensors,
+            wide_offsets=wide,
         )
 
     def extended(self, name: str, rules: Mapping[type, Rule]) -> TritonLowering:

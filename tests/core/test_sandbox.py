@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import sys
 from pathlib import Path
 
 import pytest
@@ -233,3 +234,18 @@ def test_stdout_past_the_file_size_limit_only_where_the_caller_expects_it(monkey
     assert run.returncode != 0 and len(run.stdout) <= 1 << 20
     run = sandbox.run_isolated(argv, b"", 60, what="a test", stdout_bytes=3 << 20)
     assert run.returncode == 0 and run.stdout == b"x" * (3 << 20)
+
+
+def test_site_directories_on_sys_path_are_readable_but_not_other_folders(tmp_path, monkeypatch):
+    """A site-packages a .pth line adds (the dependencies of another environment, as
+    .ci/wheel_check does) is bound read-only in the sandbox; a plain folder on sys.path (a
+    checkout, the working directory) is not."""
+    from argus_core import sandbox
+
+    site = tmp_path / "other-env" / "lib" / "site-packages"
+    plain = tmp_path / "repo"
+    site.mkdir(parents=True)
+    plain.mkdir()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site), str(plain)])
+    roots = sandbox._readable_roots()
+    assert str(site) in roots and str(plain) not in roots

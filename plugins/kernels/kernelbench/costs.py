@@ -24,6 +24,7 @@ class _Work:
 
     f: float
     b: float
+    name: str = "kernelbench-op"  # the calibrated models key their features by family name
 
     def flops(self, shape: dict[str, int]) -> float:
         return self.f
@@ -106,6 +107,17 @@ def _bytes_of(node: Any) -> int:
         if hasattr(m, "shape") and hasattr(m, "dtype"):
             total += _numel(tuple(m.shape)) * int(getattr(m.dtype, "itemsize", 4))
     return total
+
+
+def largest_numel(gm: Any) -> int:
+    """Elements of the largest tensor a meta-captured graph holds: an input, a parameter or
+    buffer, an intermediate or the output (what decides 32- or 64-bit offsets)."""
+    sizes = [int(t.numel()) for t in [*gm.parameters(), *gm.buffers()]]
+    for n in gm.graph.nodes:
+        meta = getattr(n, "meta", {}).get("tensor_meta")
+        metas = [] if meta is None else [meta] if hasattr(meta, "shape") else list(meta)
+        sizes += [_numel(tuple(m.shape)) for m in metas if hasattr(m, "shape")]
+    return max(sizes, default=0)
 
 
 def memory_estimate(gm: Any) -> dict[str, int]:

@@ -29,7 +29,7 @@ from argus_core.evaluate.check import CandidateKind, CheckRun
 from argus_core.family import FamilyBase
 from argus_core.frontend import CaptureError, capture_task
 from argus_core.types import Candidate, CorrectnessReport, LoweredKernel, Policy, TimingReport
-from argus_plugins.kernels.kernelbench import costs, evaluate, match, reference, tasks
+from argus_plugins.kernels.kernelbench import costs, evaluate, harness, match, reference, tasks
 
 if TYPE_CHECKING:
     from argus_core.protocols import DSLFrontend
@@ -103,6 +103,8 @@ class KernelBenchFamily(FamilyBase):
             trace_error = str(exc)
         else:
             trace_error = ""
+            # a tensor past int32 offsets (level1/4's 2^31-element matrix): 64-bit offsets
+            bound.wide_offsets = costs.largest_numel(bound._gm) >= harness.INT32_ELEMS
         source = kernel_cfg.get("source")
         shape: dict[str, int] = {}
         tiles: dict[str, list[int]] = {}

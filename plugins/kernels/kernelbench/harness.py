@@ -275,7 +275,8 @@ def dsl_runner(
     (extents, as `buffer_shape` reads them) views a buffer or the output reshaped.
 
     A per-sample kernel whose tensors reach 2^31 elements is launched once per batch slice
-    (`batch_chunks`): the lowered offsets are 32-bit."""
+    (`batch_chunks`) where its lowered offsets are 32-bit; one lowered with 64-bit offsets
+    (`LoweredKernel.wide_offsets`, the family's `wide_offsets`) is launched whole."""
     kernels = list(lowered) if isinstance(lowered, list | tuple) else [lowered]
     plan = binding.get(PROGRAM)
     if plan is None:
@@ -308,7 +309,7 @@ def dsl_runner(
             k = by_name[ln["entry"]]
             raw = _extents_as_read(k, ln["binding"], _raw(ln["binding"], inputs, params, out,
                                                           buffers))  # fmt: skip
-            split = batch_chunks(ln["binding"], raw)
+            split = None if k.wide_offsets else batch_chunks(ln["binding"], raw)
             for part in split[1] if split else [None]:
                 tensors = {
                     name: _view(t[part] if part is not None and name in split[0] else t,

@@ -646,6 +646,32 @@ def _loss(gm, ops, inputs, result, task, names) -> Emission | None:
 LAYOUT_METHODS = ("unsqueeze", "view", "reshape")  # a new shape of the same elements
 
 
+def _is_param(node: Any) -> bool:
+    """A module's parameter or buffer, read by `get_attr`."""
+    return _is_node(node) and node.op == "get_attr"
+
+
+def _bcast_kind(node: Any, full: tuple[int, ...], k: int) -> str | None:
+    """How an operand of shape `node`'s (right-aligned against `full`, numpy's rule) is read
+    in the output's [prod(full[:k]), prod(full[k:])] view: "scalar", "tile", "row" (it
+    varies only in the dims from k on, as the output does), "col" (only before k), None."""
+    if not _is_node(node) or node.meta.get("tensor_meta") is None:
+        return "scalar"  # a number argument
+    sh = tuple(_shape(node))
+    if len(sh) > len(full):
+        return None
+    sh = (1,) * (len(full) - len(sh)) + sh
+    if math.prod(sh) == 1:
+        return "scalar"
+    if sh == tuple(full):
+        return "tile"
+    if all(d == 1 for d in sh[:k]) and sh[k:] == tuple(full[k:]):
+        return "row"
+    if all(d == 1 for d in sh[k:]) and sh[:k] == tuple(full[:k]):
+        return "col"
+    return None
+
+
 def _bcast(gm, ops, inputs, result, task, names) -> Emission | None:
     """An elementwise chain whose operands broadcast against the output (`A.unsqueeze(1) *
     B`, `A * s` with a number argument `s`, `x + bias` of a [C] vector): each operand is
@@ -662,15 +688,27 @@ def _bcast(gm, ops, inputs, result, task, names) -> Emission | None:
     for o in layout:
         src = o.node.args[0]
         src = seen_as.get(src, src)
-        if src not in inputs:
+        if src not in inputs and not _is_param(src):
             return None  # a view of a computed tensor: not a broadcast of inputs
         seen_as[o.node] = src
     used = {a for o in chain for a in o.args if _is_node(a)}
     plain = [a for a in used if a in inputs]
     if not layout and all(_shape(a) == full for a in plain):
         return None  # same-shaped operands: `match`'s elementwise template
-    n_cols = full[-1]
-    rows = math.prod(full[:-1])
+    # the output seen as [R, C] = [prod(full[:k]), prod(full[k:])]: the last dim alone
+    # where every operand fits so, else the split where each is a tile, a row (its dims from
+    # k on), a column (its dims before k) or a scalar: `[M, 1] + [1, C, 1, 1]` (level2/75)
+    # is an outer sum, R = C of the bias, C = M
+    produced = {o.node for o in chain}
+    leaves = [a for a in used if a not in produced]
+    k = max(len(full) - 1, 0)
+    for cut in range(len(full) - 1, 0, -1):
+        if all(_bcast_kind(a, full, cut) for a in leaves):
+            k = cut
+            break
+    n_cols = math.prod(full[k:])
+    rows = math.prod(full[:k])
+    view2d = "2d" if k == len(full) - 1 else f"rows:{len(full) - k}"
     params: list[str] = []
     binding: dict[str, dict[str, Any]] = {}
     lines: list[str] = []
@@ -680,36 +718,33 @@ def _bcast(gm, ops, inputs, result, task, names) -> Emission | None:
         if node in env:
             return env[node]
         src = seen_as.get(node, node)
-        if src not in inputs:
+        if _is_param(src):  # a parameter or buffer of the module (a bias)
+            bind: dict[str, Any] = {"from": "param", "attr": str(src.target)}
+        elif src in inputs:
+            bind = {"from": "input", "index": inputs.index(src)}
+        else:
             raise NoTemplate(f"operand {node} is not a forward input, a view of one or a constant")
-        sh = _shape(node)
-        meta = src.meta.get("tensor_meta")
-        idx = inputs.index(src)
         j = len(params)
-        if meta is None or math.prod(sh) == 1:  # a number argument or a one-element tensor
+        kind = _bcast_kind(node, full, k)
+        if kind == "scalar":  # a number argument or a one-element tensor
             nm = f"s{j}"
             params.append(f'{nm}: al.Tensor["S{j}"]')
-            binding[nm] = {"from": "input", "index": idx, "view": "1d"}
+            binding[nm] = {**bind, "view": "1d"}
             lines.append(f"    {nm}_t = al.load_scalar({nm}, 0)\n")
-        elif sh == full:
+        elif kind == "tile":
             nm = f"x{j}"
             params.append(f'{nm}: al.Tensor["R", "C"]')
-            binding[nm] = {"from": "input", "index": idx, "view": "2d"}
+            binding[nm] = {**bind, "view": view2d}
             lines.append(f"    {nm}_t = al.load({nm}.tile(BR, BC)[pr, pc]).to(al.f32)\n")
-        elif sh[-1:] == (n_cols,) and math.prod(sh) == n_cols:  # [C], [1, C]: a row
+        elif kind == "row":  # [C], [1, C], [1, *full[k:]]
             nm = f"row{j}"
             params.append(f'{nm}: al.Tensor["C"]')
-            binding[nm] = {"from": "input", "index": idx, "view": "1d"}
+            binding[nm] = {**bind, "view": "1d"}
             lines.append(f"    {nm}_t = al.load({nm}.tile(BC)[pc]).to(al.f32)[None, :]\n")
-        elif (
-            len(sh) == len(full)
-            and sh[-1] == 1
-            and all(a in (b, 1) for a, b in zip(sh[:-1], full[:-1]))
-            and math.prod(sh) == rows
-        ):  # [.., R, 1]: a column
+        elif kind == "col":  # [.., R, 1], [*full[:k], 1, ..]: a column
             nm = f"col{j}"
             params.append(f'{nm}: al.Tensor["R"]')
-            binding[nm] = {"from": "input", "index": idx, "view": "1d"}
+            binding[nm] = {**bind, "view": "1d"}
             lines.append(f"    {nm}_t = al.load({nm}.tile(BR)[pr]).to(al.f32)[:, None]\n")
         else:
             raise NoTemplate(f"operand {node} of shape {list(sh)} does not broadcast to "
@@ -720,7 +755,7 @@ def _bcast(gm, ops, inputs, result, task, names) -> Emission | None:
     body = _chain(chain, env, operand)
     lines += body
     lines.append(f"    out = {env[result]}\n")
-    binding["y"] = {"from": "output", "view": "2d"}
+    binding["y"] = {"from": "output", "view": view2d}
     reqs = []
     for q in params:
         nm = q.split(":")[0]

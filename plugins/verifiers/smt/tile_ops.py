@@ -211,6 +211,8 @@ def elementwise(it: Interpreter, op: Elementwise) -> None:
             )
             if len(t.exprs) > len(first.exprs):  # keep the entries of the full operand
                 tags[name] = t
+            elif not ls and (joined := _outer(first, t, rank)) is not None:
+                tags[name] = joined  # a row's [None, :] and a column's [:, None]
     fills = _fills(op.fn, tiles, bool(it.loops))
     # sums and scalings keep the contraction record: acc * alpha + dot(p, v)
     linear = op.fn in LINEAR
@@ -568,6 +570,30 @@ def project(a: TagVal, b: TagVal, rank: int) -> tuple[list[IntLike], list[IntLik
             ls.append(a.exprs[xa.index(d)])
             rs.append(b.exprs[xb.index(d)])
     return ls, rs
+
+
+def _outer(a: TagVal, b: TagVal, rank: int) -> TagVal | None:
+    """The tag of an outer combination (`row[None, :] + col[:, None]`): two tags that walk
+    disjoint tile axes and have no fixed entries give one entry per axis, each from the
+    operand that walks it (element (r, c) came from col's r and row's c, so it lands at
+    (r, c)); None otherwise."""
+    xa, xb = a.axes_for(rank), b.axes_for(rank)
+    if xa is None or xb is None or None in xa or None in xb or set(xa) & set(xb):
+        return None
+    by_axis = {
+        x: (e, a.extents[i] if a.extents else None) for i, (e, x) in enumerate(zip(a.exprs, xa))
+    }
+    by_axis |= {
+        x: (e, b.extents[i] if b.extents else None) for i, (e, x) in enumerate(zip(b.exprs, xb))
+    }
+    axes = tuple(sorted(by_axis))
+    extents = tuple(by_axis[x][1] for x in axes)
+    return TagVal(
+        tuple(by_axis[x][0] for x in axes),
+        land(a.defined, b.defined),
+        extents if a.extents and b.extents else None,
+        axes,
+    )
 
 
 def axis_order(coords, rank: int) -> list[int]:

@@ -23,6 +23,7 @@ class Model(nn.Module):
         self.gn = nn.GroupNorm(G, N)
         self.weight = nn.Parameter(torch.randn(N))
         self.scale = nn.Parameter(torch.tensor(1.5))
+        self.bias4 = nn.Parameter(torch.randn(N).view(1, -1, 1, 1))
     def forward(self, x):
 BODY
 def get_inputs():
@@ -36,6 +37,9 @@ LSE = (
     "        x = self.fc(x) * 2.0\n"
     "        x = torch.logsumexp(x + x, dim=1, keepdim=True)\n"
     "        return x * torch.nn.functional.mish(x)"
+)
+OUTER = (  # level2/75's tail: a row min [M, 1] plus a [1, N, 1, 1] bias: [1, N, M, 1]
+    "        x = torch.min(self.fc(x), dim=1, keepdim=True)[0]\n        return x + self.bias4"
 )
 GROUP_NORM = (
     "        x = self.gn(self.fc(x))\n"
@@ -129,7 +133,7 @@ def test_a_group_norm_of_more_than_32_groups_is_a_norm_kernel_over_the_gemm_buff
     "n, groups, body",
     # the row kernels over a GEMM's buffer (rowprog's sum and logsumexp are the same program
     # shape as softmax's; interpreted, each case costs 20-90 s of CI)
-    [(4096, 16, SOFTMAX), (128, 64, GROUP_NORM)],
+    [(4096, 16, SOFTMAX), (128, 64, GROUP_NORM), (64, 16, OUTER)],
 )
 def test_long_row_programs_are_correct_in_the_interpreter(tmp_path, capsys, n, groups, body):
     (tmp_path / "level2").mkdir()
@@ -141,3 +145,41 @@ def test_long_row_programs_are_correct_in_the_interpreter(tmp_path, capsys, n, g
         == 0
     )
     assert f"{'level2/1':<12} yes" in capsys.readouterr().out
+
+
+def test_an_outer_sum_is_a_broadcast_kernel_of_rows_and_columns(tmp_path):
+    """`[M, 1] + [1, N, 1, 1]` is `[1, N, M, 1]` (level2/75): the last kernel sees the output
+    as [N, M] ("rows:2"), the row min as its row and the bias as its column; the verifier
+    proves where each element lands (the outer sum's tags meet, one per axis)."""
+    em = _emit(tmp_path, _task(4096, OUTER))
+    assert em.template == "program" and _templates(em)[-1] == "bcast"
+    last = em.binding[match.PROGRAM]["launches"][-1]["binding"]
+    assert last["y"] == {"from": "output", "view": "rows:2"}
+    assert last["col1"] == {"from": "param", "attr": "bias4", "view": "1d"}
+    assert last["row0"]["from"] == "buffer"
+    assert set(_verified(em)) == {"verified"}
+
+
+def test_a_program_gets_an_estimate_for_the_h200_without_a_gpu(tmp_path):
+    """backend=h200 on a machine without one: cross-compiled, and its time an estimate
+    (the eager baseline's estimate failed: AttributeError on the cost model's family)."""
+    from argus_core.config import compose
+    from argus_core.pipeline import Stages
+    from argus_core.plugin_manager import Registry, default_plugin_manager
+
+    (tmp_path / "level2").mkdir()
+    (tmp_path / "level2" / "1_long.py").write_text(_task(4096, OUTER))
+    cfg = compose(["+kernel=kernelbench", f"kernel.path={tmp_path}", "kernel.task=level2/1",
+                   "backend=h200", "evaluate.correctness=off", "tracking=none"])  # fmt: skip
+    registry = Registry(default_plugin_manager())
+    stages = Stages.from_config(cfg, registry)
+    session = registry.get("planner", "baseline").create(
+        cfg.planner,
+        {"family": stages.family, "dsl": stages.dsl, "backend": stages.backend,
+         "kernel_cfg": cfg.kernel, "backend_cfg": stages.backend_cfg, "seed": 0,
+         "budget": 1, "llm": None},
+    )  # fmt: skip
+    (cand,) = session.propose(1)
+    res, _ = stages.evaluate(cand, 0, None)
+    assert res.failure is None, res.failure
+    assert res.compile.ok and res.timing.estimated and res.timing.baseline_ms > 0
