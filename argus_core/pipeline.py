@@ -311,7 +311,7 @@ class Stages:
         interpreter always IEEE fp32: it has no matrix cores to split for), and the width
         of offsets (64 bits where the family binds a tensor of 2^31 elements or more)."""
         dot = "ieee" if interpreted else str(self.cfg.kernel.get("fp32_dot") or "ieee")
-        wide = bool(getattr(self.family, "wide_offsets", False))
+        wide = bool(self.family.wide_offsets)
         return {
             "dtype": self.cfg.kernel.dtype,
             "fp32_dot": dot,

@@ -162,6 +162,7 @@ class KernelFamily(Protocol):
     source_path: Path | None  # the file `source()` reads (named in parse errors), or None
     dtypes: tuple[str, ...]  # the run's dtypes it supports (empty: not checked)
     shape_dims: tuple[tuple[str, int], ...]  # (dim, least value) of its shape (empty: any)
+    wide_offsets: bool  # its kernels compute offsets in 64 bits (a tensor of >= 2^31 elements)
 
     def source(self) -> str:
         """The DSL source text of the family's kernel module."""
