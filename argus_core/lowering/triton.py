@@ -488,9 +488,10 @@ class TritonLowering:
         """Triton source for `ir`: the policy's tiles must bind exactly the kernel's
         constexprs (DSLError otherwise); `options` holds run facts ({"dtype": ...})."""
         em = self.emitter(ir, self.rules, policy, bind_constexprs(ir, policy), self.target, options)
-        wide = options.get("offsets", "i32") == "i64"
-        if options.get("offsets", "i32") not in OFFSETS:
-            raise DSLError(choices_error("offsets", options.get("offsets"), OFFSETS))
+        offsets = options.get("offsets", "i32")
+        if offsets not in OFFSETS:
+            raise DSLError(choices_error("offsets", offsets, OFFSETS))
+        wide = offsets == "i64"
         if wide:  # i32 * i64 is i64: every offset built from a shape or a stride widens
             for p in em.params:
                 if p.kind == "int" and p.binding[0] in ("shape", "stride"):

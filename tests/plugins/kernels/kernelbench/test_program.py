@@ -130,7 +130,7 @@ def test_programs_are_correct_in_the_interpreter_through_fastp(capsys):
     the Model (5 trials, the permuted one), and at sizes the search never saw."""
     keys = "level2/14,level2/15"
     assert (
-        fastp.main(["--path", str(TASKS), "--tasks", keys, "--budget", "1", "--trials", "2"]) == 0
+        fastp.main(["--path", str(TASKS), "--tasks", keys, "--budget", "1", "--trials", "1"]) == 0
     )
     out = capsys.readouterr().out
     for key in keys.split(","):
@@ -178,7 +178,7 @@ def test_the_row_value_program_is_correct_in_the_interpreter(tmp_path, capsys):
     (tmp_path / "level2" / "1_residual.py").write_text(RESIDUAL_TASK)
     assert (
         fastp.main(
-            ["--path", str(tmp_path), "--tasks", "level2/1", "--budget", "1", "--trials", "2"]
+            ["--path", str(tmp_path), "--tasks", "level2/1", "--budget", "1", "--trials", "1"]
         )
         == 0
     )
