@@ -96,27 +96,30 @@ def eager_estimate_ms(spec: Any, gm: Any, dtype: str) -> float:
     )
 
 
-def _bytes_of(node: Any) -> int:
-    """Bytes of a node's value from its tensor_meta (a tuple of tensors: all of them)."""
+def _metas(node: Any) -> list[Any]:
+    """A node's tensor_meta entries: one per tensor of its value (max(x, dim) gives two:
+    values and indices); none for a node without one."""
     meta = getattr(node, "meta", {}).get("tensor_meta")
     if meta is None:
-        return 0
-    metas = [meta] if hasattr(meta, "shape") else list(meta)  # max(x, dim): (values, indices)
-    total = 0
-    for m in metas:
-        if hasattr(m, "shape") and hasattr(m, "dtype"):
-            total += _numel(tuple(m.shape)) * int(getattr(m.dtype, "itemsize", 4))
-    return total
+        return []
+    metas = [meta] if hasattr(meta, "shape") else list(meta)
+    return [m for m in metas if hasattr(m, "shape")]
+
+
+def _bytes_of(node: Any) -> int:
+    """Bytes of a node's value from its tensor_meta (a tuple of tensors: all of them)."""
+    return sum(
+        _numel(tuple(m.shape)) * int(getattr(m.dtype, "itemsize", 4))
+        for m in _metas(node)
+        if hasattr(m, "dtype")
+    )
 
 
 def largest_numel(gm: Any) -> int:
     """Elements of the largest tensor a meta-captured graph holds: an input, a parameter or
     buffer, an intermediate or the output (what decides 32- or 64-bit offsets)."""
     sizes = [int(t.numel()) for t in [*gm.parameters(), *gm.buffers()]]
-    for n in gm.graph.nodes:
-        meta = getattr(n, "meta", {}).get("tensor_meta")
-        metas = [] if meta is None else [meta] if hasattr(meta, "shape") else list(meta)
-        sizes += [_numel(tuple(m.shape)) for m in metas if hasattr(m, "shape")]
+    sizes += [_numel(tuple(m.shape)) for n in gm.graph.nodes for m in _metas(n)]
     return max(sizes, default=0)
 
 
