@@ -53,7 +53,8 @@ def run_worker_bytes(
     exits with status 0, else {"ok": False, "error": why, "seconds_wall"} for a timeout or
     a crash (untrusted text cut to a few KiB). `result_bytes`: the size of the result the
     caller expects, where it may pass the sandbox's FILE_BYTES (a worker's outputs);
-    `pass_fds`, descriptors the worker inherits (the pipes of a GPU's gate, `kernelbench.evaluate.GpuShare`).
+    `pass_fds`, descriptors the worker inherits (the pipes of a GPU's gate,
+    `kernelbench.evaluate.GpuShare`).
     SandboxError when isolation is unavailable and `sandbox=none` was not chosen."""
     from argus_core.sandbox import run_isolated
 

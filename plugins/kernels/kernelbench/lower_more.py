@@ -747,7 +747,7 @@ def _bcast(gm, ops, inputs, result, task, names) -> Emission | None:
             binding[nm] = {**bind, "view": "1d"}
             lines.append(f"    {nm}_t = al.load({nm}.tile(BR)[pr]).to(al.f32)[:, None]\n")
         else:
-            raise NoTemplate(f"operand {node} of shape {list(sh)} does not broadcast to "
+            raise NoTemplate(f"operand {node} of shape {list(_shape(node))} does not broadcast to "
                              f"{list(full)} as a tile, a row, a column or a scalar")  # fmt: skip
         env[node] = f"{nm}_t"
         return env[node]

@@ -581,10 +581,9 @@ def _outer(a: TagVal, b: TagVal, rank: int) -> TagVal | None:
     if xa is None or xb is None or None in xa or None in xb or set(xa) & set(xb):
         return None
     by_axis = {
-        x: (e, a.extents[i] if a.extents else None) for i, (e, x) in enumerate(zip(a.exprs, xa))
-    }
-    by_axis |= {
-        x: (e, b.extents[i] if b.extents else None) for i, (e, x) in enumerate(zip(b.exprs, xb))
+        x: (e, t.extents[i] if t.extents else None)
+        for t, xs in ((a, xa), (b, xb))
+        for i, (e, x) in enumerate(zip(t.exprs, xs))
     }
     axes = tuple(sorted(by_axis))
     extents = tuple(by_axis[x][1] for x in axes)

@@ -228,6 +228,17 @@ def test_shapes_and_options_outside_a_lowering_name_the_reason(tmp_path):
         _emission(tasks.resolve(tmp_path, "level1/1").path)
     with pytest.raises(match.NoTemplate, match="label smoothing"):
         _emission(tasks.resolve(tmp_path, "level1/2").path)
+    # broadcast along a middle dim: neither a tile, a row, a column nor a scalar of any
+    # [R, C] split of the output (the message once raised NameError)
+    (root / "3_mid_broadcast.py").write_text(
+        _task(
+            "A = 4\nB = 8\nC = 16",
+            "x, y):\n        return x * y + 1.0",
+            "[torch.randn(A, B, C), torch.randn(A, 1, C)]",
+        )  # fmt: skip
+    )
+    with pytest.raises(match.NoTemplate, match=r"shape \[4, 1, 16\] does not broadcast"):
+        _emission(tasks.resolve(tmp_path, "level1/3").path)
 
 
 CHILD = r"""

@@ -51,11 +51,16 @@ def _stages(tmp_path, rows: int, backend: str = "h200") -> Stages:
     return Stages.from_config(cfg, Registry(default_plugin_manager()))
 
 
-def _lowered(stages: Stages) -> LoweredKernel:
+def _ir_policy(stages: Stages):
+    """The task's kernel IR and the first policy of its tile grid."""
     fam = stages.family
     ir = stages.dsl.parse(fam.source(), fam.entry, "<t>")
     tiles = {c.name: stages.cfg.kernel.tiles[c.name][0] for c in ir.constexprs}
-    policy = Policy(tiles, {"num_warps": 4, "num_stages": 2})
+    return ir, Policy(tiles, {"num_warps": 4, "num_stages": 2})
+
+
+def _lowered(stages: Stages) -> tuple[LoweredKernel, Policy]:
+    ir, policy = _ir_policy(stages)
     return stages.backend.lower(ir, policy, stages._lowering_facts()), policy
 
 
@@ -81,11 +86,9 @@ def test_wide_kernels_cast_shapes_and_strides_and_compile(tmp_path, backend):
 
 def test_an_unknown_offset_width_is_refused_by_name(tmp_path):
     stages = _stages(tmp_path, 16)
-    fam = stages.family
-    ir = stages.dsl.parse(fam.source(), fam.entry, "<t>")
-    tiles = {c.name: stages.cfg.kernel.tiles[c.name][0] for c in ir.constexprs}
+    ir, policy = _ir_policy(stages)
     with pytest.raises(DSLError, match=r"offsets.*'i16'.*i32.*i64"):
-        stages.backend.lower(ir, Policy(tiles), {"dtype": "fp32", "offsets": "i16"})
+        stages.backend.lower(ir, policy, {"dtype": "fp32", "offsets": "i16"})
 
 
 @pytest.mark.slow
