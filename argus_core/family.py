@@ -58,6 +58,10 @@ class FamilyBase:
     # its kernels compute offsets in 64 bits (a tensor it binds holds 2^31 elements or more,
     # past int32 offsets); the lowering reads it as the run fact "offsets": "i64"
     wide_offsets: bool = False
+    # compiler options the family's first policy wants first in the backend's policy grid
+    # where the grid offers them ({"num_warps": 8} beside a 128 x 128 tile): Stages puts them
+    # first, so `planner=baseline`'s first candidate and the planners' start use them
+    compiler_first: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ its kernels
     @property

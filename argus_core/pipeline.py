@@ -91,9 +91,11 @@ class Stages:
         if fp32_dot not in dots:
             raise ConfigError(choices_error(f"kernel.fp32_dot on {backend.name}", fp32_dot, dots))
         dsl = registry.get("dsl", cfg.dsl.name)
+        # the family as this run's kernel config binds it (kernel.source, a task, ...)
+        family = registry.get("kernel", cfg.kernel.name).bind(cfg.kernel, dsl)
+        backend_cfg.policy_grid = _first(grid, getattr(family, "compiler_first", None) or {})
         return cls(
-            # the family as this run's kernel config binds it (kernel.source, a task, ...)
-            family=registry.get("kernel", cfg.kernel.name).bind(cfg.kernel, dsl),
+            family=family,
             dsl=dsl,
             verifier=registry.get("verifier", cfg.verifier.name),
             backend=backend,
@@ -499,6 +501,17 @@ def _entries(family: KernelFamily, cand: Candidate) -> tuple[str, ...]:
     if cand.origin == "llm":
         return tuple(family.entries)
     return tuple(family.entries_for(dict(cand.policy.tiles)))
+
+
+def _first(grid: Any, first: dict[str, Any]) -> dict[str, list[Any]]:
+    """The policy grid with each of `first`'s values moved to the front of its list, where
+    the list has it (a value the backend does not offer changes nothing)."""
+    out = {str(k): list(v) for k, v in dict(grid or {}).items()}
+    for name, value in first.items():
+        if value in out.get(name, []):
+            out[name].remove(value)
+            out[name].insert(0, value)
+    return out
 
 
 def _policy_for(ir: Any, policy: Policy) -> Policy:

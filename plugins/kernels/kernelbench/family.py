@@ -48,6 +48,27 @@ def is_modelnew(source: str) -> bool:
     return any(isinstance(s, ast.ClassDef) and s.name == "ModelNew" for s in tree.body)
 
 
+def gpu_matmul_tiles(
+    tiles: dict[str, list[int]], shape: dict[str, int]
+) -> tuple[dict[str, list[int]], dict[str, int]]:
+    """The matmul template's tile lists for a full-size task (a GPU's), largest first, and
+    the warps its first policy wants. The template's own lists start at 32 x 32 x 16 (the
+    interpreter's and a scaled task's); on the H200 a 4096^3 fp32 product took 6.56 ms
+    there, 1.40 ms at 128 x 128 x 32 with 8 warps (bf16x3 dots; eager 2.69 ms;
+    docs/performance.md, 2026-12-02). At most 128 x 128: 128 x 256 spills (tf32x3: 1044
+    registers' worth on sm_90)."""
+    out = dict(tiles)
+    for name, extent in (("BM", shape.get("M")), ("BN", shape.get("N"))):
+        if name in out and extent:
+            out[name] = [t for t in (128, 64, 32, 16) if t <= match._np2(int(extent))] or [16]
+    if "BK" in out and shape.get("K"):
+        out["BK"] = [t for t in (32, 16) if t <= match._np2(int(shape["K"]))] or [16]
+    if "GROUP" in out:
+        out["GROUP"] = [8, *[g for g in out["GROUP"] if g != 8]]
+    big = out.get("BM", [0])[0] * out.get("BN", [0])[0] >= 128 * 128
+    return out, ({"num_warps": 8} if big else {})
+
+
 class KernelBenchFamily(FamilyBase):
     """A KernelBench task: its Model is the reference; candidates are DSL or ModelNew."""
 
@@ -142,6 +163,8 @@ class KernelBenchFamily(FamilyBase):
                 for name in tiles:
                     if name == "BP" or name.endswith("_BP"):
                         tiles[name] = sorted(tiles[name], reverse=True)
+            elif bound.emission.template == "matmul":
+                tiles, bound.compiler_first = gpu_matmul_tiles(tiles, shape)
         with read_write(kernel_cfg):
             if not kernel_cfg.get("tiles"):
                 kernel_cfg.tiles = tiles

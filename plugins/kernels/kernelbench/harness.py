@@ -277,6 +277,8 @@ def dsl_runner(
     A per-sample kernel whose tensors reach 2^31 elements is launched once per batch slice
     (`batch_chunks`) where its lowered offsets are 32-bit; one lowered with 64-bit offsets
     (`LoweredKernel.wide_offsets`, the family's `wide_offsets`) is launched whole."""
+    import torch
+
     kernels = list(lowered) if isinstance(lowered, list | tuple) else [lowered]
     plan = binding.get(PROGRAM)
     if plan is None:
@@ -292,9 +294,12 @@ def dsl_runner(
         raise ValueError(f"the launch plan runs {missing}; kernels given: {sorted(by_name)}")
     fns = {name: load_kernel(k) for name, k in by_name.items()}
 
-    def run(inputs: list[Any], like: Any) -> Any:
+    def run(inputs: list[Any], like: Any, guarded: bool = True) -> Any:
         n = like.numel()
-        buf, flat = _guarded(n, like.dtype, like.device)
+        if guarded:
+            buf, flat = _guarded(n, like.dtype, like.device)
+        else:  # timed: allocated as eager PyTorch allocates its output, nothing checked
+            buf, flat = None, torch.empty(n, dtype=like.dtype, device=like.device)
         out = flat.view(like.shape)
         held = {}
         buffers = {}
@@ -303,8 +308,11 @@ def dsl_runner(
             size = 1
             for e in ext:
                 size *= e
-            held[name] = _guarded(size, like.dtype, like.device)
-            buffers[name] = held[name][1].view(ext)
+            if guarded:
+                held[name] = _guarded(size, like.dtype, like.device)
+                buffers[name] = held[name][1].view(ext)
+            else:
+                buffers[name] = torch.empty(ext, dtype=like.dtype, device=like.device)
         for ln in launches:
             k = by_name[ln["entry"]]
             raw = _extents_as_read(k, ln["binding"], _raw(ln["binding"], inputs, params, out,
@@ -318,11 +326,16 @@ def dsl_runner(
                 }  # fmt: skip
                 args, grid = launch_args(k, tensors, constexprs)
                 fns[ln["entry"]][grid](*args, **compiler)
-        _check_guards(buf, n, "its output")
+        if buf is not None:
+            _check_guards(buf, n, "its output")
         for name, (b, t) in held.items():
             _check_guards(b, t.numel(), f"buffer {name}")
         return out
 
+    # the timed form (`worker._measure`): poisoning the output (a write of all of it) and
+    # reading the guards back (a sync) are the check's costs, not the kernel's; the trials
+    # before timing ran guarded at the same shape
+    run.timed = lambda inputs, like: run(inputs, like, guarded=False)  # type: ignore[attr-defined]
     return run
 
 
