@@ -93,7 +93,7 @@ class Stages:
         dsl = registry.get("dsl", cfg.dsl.name)
         # the family as this run's kernel config binds it (kernel.source, a task, ...)
         family = registry.get("kernel", cfg.kernel.name).bind(cfg.kernel, dsl)
-        backend_cfg.policy_grid = _first(grid, getattr(family, "compiler_first", None) or {})
+        backend_cfg.policy_grid = _first(grid, family.compiler_first)
         return cls(
             family=family,
             dsl=dsl,

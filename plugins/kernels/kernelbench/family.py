@@ -48,25 +48,56 @@ def is_modelnew(source: str) -> bool:
     return any(isinstance(s, ast.ClassDef) and s.name == "ModelNew" for s in tree.body)
 
 
+# programs a full-size matmul should launch at least: one per SM of the GPUs it targets
+# (the H100's and H200's 132, MI300X's 304 CUs take two rounds); fewer leave SMs idle
+MIN_PROGRAMS = 128
+
+
 def gpu_matmul_tiles(
-    tiles: dict[str, list[int]], shape: dict[str, int]
+    tiles: dict[str, list[int]], shape: dict[str, int], cap: int = 128
 ) -> tuple[dict[str, list[int]], dict[str, int]]:
     """The matmul template's tile lists for a full-size task (a GPU's), largest first, and
     the warps its first policy wants. The template's own lists start at 32 x 32 x 16 (the
     interpreter's and a scaled task's); on the H200 a 4096^3 fp32 product took 6.56 ms
     there, 1.40 ms at 128 x 128 x 32 with 8 warps (bf16x3 dots; eager 2.69 ms;
-    docs/performance.md, 2026-12-02). At most 128 x 128: 128 x 256 spills (tf32x3: 1044
-    registers' worth on sm_90)."""
+    docs/performance.md, 2026-12-02). At most `cap` a side (128 x 256 spills: tf32x3,
+    sm_90), and halved (the longer side first, down to 32) while the output has fewer than
+    MIN_PROGRAMS tiles: a 256 x 256 output with K = 2^19 (level1/6) ran 4 programs at
+    128 x 128, 0.51x its time at 32 x 32."""
+    m, n, k = (int(shape.get(d) or 0) for d in ("M", "N", "K"))
+    if not (m and n and k) or not {"BM", "BN", "BK"} <= set(tiles):
+        return dict(tiles), {}
+    bm = min(cap, match._np2(m))
+    bn = min(cap, match._np2(n))
+    while -(-m // bm) * -(-n // bn) < MIN_PROGRAMS and max(bm, bn) > 32:
+        if bm >= bn:
+            bm //= 2
+        else:
+            bn //= 2
     out = dict(tiles)
-    for name, extent in (("BM", shape.get("M")), ("BN", shape.get("N"))):
-        if name in out and extent:
-            out[name] = [t for t in (128, 64, 32, 16) if t <= match._np2(int(extent))] or [16]
-    if "BK" in out and shape.get("K"):
-        out["BK"] = [t for t in (32, 16) if t <= match._np2(int(shape["K"]))] or [16]
+    out["BM"] = [bm, *[t for t in (128, 64, 32, 16) if t != bm and t <= match._np2(m)]]
+    out["BN"] = [bn, *[t for t in (128, 64, 32, 16) if t != bn and t <= match._np2(n)]]
+    out["BK"] = [t for t in (32, 16) if t <= match._np2(k)] or [16]
     if "GROUP" in out:
         out["GROUP"] = [8, *[g for g in out["GROUP"] if g != 8]]
-    big = out.get("BM", [0])[0] * out.get("BN", [0])[0] >= 128 * 128
-    return out, ({"num_warps": 8} if big else {})
+    return out, ({"num_warps": 8} if bm * bn >= 128 * 128 else {})
+
+
+def gpu_program_tiles(
+    tiles: dict[str, list[int]], parts: tuple[tuple[str, dict[str, int]], ...]
+) -> dict[str, list[int]]:
+    """A program's tile lists for a full-size task: each matmul kernel's (`k<i>_BM`, ...)
+    as `gpu_matmul_tiles` orders them, at most 64 a side: the program's kernels share one
+    `num_warps`, and 64 x 64 x 32 at 4 warps took 1.60 ms where 128 x 128 at 8 took 1.40
+    (the 4096^3 product above)."""
+    out = dict(tiles)
+    for i, (template, shape) in enumerate(parts):
+        if template != "matmul":
+            continue
+        own = {t[len(f"k{i}_") :]: v for t, v in tiles.items() if t.startswith(f"k{i}_")}
+        ordered, _ = gpu_matmul_tiles(own, shape, cap=64)
+        out.update({f"k{i}_{t}": v for t, v in ordered.items()})
+    return out
 
 
 class KernelBenchFamily(FamilyBase):
@@ -165,6 +196,8 @@ class KernelBenchFamily(FamilyBase):
                         tiles[name] = sorted(tiles[name], reverse=True)
             elif bound.emission.template == "matmul":
                 tiles, bound.compiler_first = gpu_matmul_tiles(tiles, shape)
+            elif bound.emission.parts:
+                tiles = gpu_program_tiles(tiles, bound.emission.parts)
         with read_write(kernel_cfg):
             if not kernel_cfg.get("tiles"):
                 kernel_cfg.tiles = tiles

@@ -79,6 +79,8 @@ class Emission:
     # a program of several kernels (`_program`): every @kernel of `source`, in launch order
     # (`entry` is the last); the launch plan is `binding[PROGRAM]`. Empty for one kernel.
     entries: tuple[str, ...] = ()
+    # a program's kernels, in launch order: (template, its dims), their tiles `k<i>_`-named
+    parts: tuple[tuple[str, dict[str, int]], ...] = ()
 
 
 @dataclass
@@ -2064,5 +2066,6 @@ def _program(gm, ops, inputs, result, task, names) -> Emission:
         raise NoTemplate(f"the program calls outside the DSL: {'; '.join(bad)}")
     plan_binding: dict[str, Any] = {PROGRAM: {"launches": launches, "buffers": buffers}}
     first = segments[0][2]
+    parts_ = tuple((s[2].template, dict(s[2].shape)) for s in segments)
     return Emission("program", source, entries[-1], tiles, plan_binding, dict(first.shape),
-                    names, tuple(entries))  # fmt: skip
+                    names, tuple(entries), parts_)  # fmt: skip

@@ -1,0 +1,84 @@
+"""What a full-size (GPU) KernelBench run starts from: the matmul template's tiles and
+warps, the policy grid reordered for them, a plain "cuda" device, and the IEEE retry of a
+split fp32 dot that misses the tolerance."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from argus_core.pipeline import _first
+from argus_plugins.kernels.kernelbench import fastp
+from argus_plugins.kernels.kernelbench.family import (
+    MIN_PROGRAMS,
+    gpu_matmul_tiles,
+    gpu_program_tiles,
+)
+from argus_plugins.kernels.kernelbench.worker import _use_gpu
+
+HERE = Path(__file__).parent
+TASKS = HERE.parents[2] / "kernelbench_tasks"
+TEMPLATE = {"BM": [32, 16, 64], "BN": [32, 16, 64], "BK": [16, 32], "GROUP": [4]}
+
+
+def test_a_large_product_starts_at_128_by_128_by_32_with_8_warps():
+    tiles, first = gpu_matmul_tiles(TEMPLATE, {"M": 4096, "N": 4096, "K": 4096})
+    assert {k: v[0] for k, v in tiles.items()} == {"BM": 128, "BN": 128, "BK": 32, "GROUP": 8}
+    assert first == {"num_warps": 8}
+    assert sorted(tiles["BM"]) == [16, 32, 64, 128]  # the rest stay reachable
+
+
+def test_a_small_output_gets_smaller_tiles_so_every_sm_has_a_program():
+    # level1/6: a 256 x 256 output with a long K ran 4 programs at 128 x 128
+    tiles, first = gpu_matmul_tiles(TEMPLATE, {"M": 256, "N": 256, "K": 1 << 19})
+    bm, bn = tiles["BM"][0], tiles["BN"][0]
+    assert (bm, bn) == (32, 32) and (256 // bm) * (256 // bn) < MIN_PROGRAMS
+    assert first == {}  # 4 warps (the grid's first) for a small tile
+    tiles, _ = gpu_matmul_tiles(TEMPLATE, {"M": 2048, "N": 512, "K": 64})
+    bm, bn = tiles["BM"][0], tiles["BN"][0]
+    assert (2048 // bm) * (512 // bn) >= MIN_PROGRAMS and max(bm, bn) == 128
+
+
+def test_tiles_never_pass_the_extent_rounded_up():
+    tiles, _ = gpu_matmul_tiles(TEMPLATE, {"M": 8205, "N": 20, "K": 9})
+    assert max(tiles["BN"]) == 32 and tiles["BK"] == [16]
+
+
+def test_a_programs_matmul_kernel_is_reordered_and_the_others_kept():
+    tiles = {"k0_BM": [32, 16, 64], "k0_BN": [32, 16, 64], "k0_BK": [16, 32],
+             "k0_GROUP": [4], "k1_ROWS": [4, 1], "k1_BN": [1024]}  # fmt: skip
+    parts = (("matmul", {"M": 4096, "N": 1024, "K": 4096}), ("rowprog", {"M": 4096, "N": 1024}))
+    out = gpu_program_tiles(tiles, parts)
+    assert (out["k0_BM"][0], out["k0_BN"][0], out["k0_BK"][0]) == (64, 64, 32)
+    assert out["k1_ROWS"] == [4, 1] and out["k1_BN"] == [1024]
+
+
+def test_the_grid_puts_the_familys_first_values_first_and_ignores_values_it_lacks():
+    grid = {"num_warps": [4, 8], "num_stages": [3, 4]}
+    assert _first(grid, {"num_warps": 8}) == {"num_warps": [8, 4], "num_stages": [3, 4]}
+    assert _first(grid, {"num_warps": 16, "waves_per_eu": 2}) == grid
+    assert grid == {"num_warps": [4, 8], "num_stages": [3, 4]}  # not changed in place
+
+
+def test_a_device_named_without_an_index_is_accepted():
+    # torch.cuda.set_device(torch.device("cuda")) raises ValueError; every check of a run
+    # outside the suite (which names "cuda:<i>") failed with it on the H200
+    _use_gpu("cuda")
+    _use_gpu("cpu")
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="kernel.source runs sandboxed")
+def test_a_split_dot_that_fails_the_check_is_retried_in_ieee_and_the_row_says_so(tmp_path):
+    good = (HERE / "candidates" / "good_dsl_matmul.py").read_text()
+    wrong = good.replace("acc.to(out.dtype))", "(acc + 0.5).to(out.dtype))")
+    assert wrong != good
+    src = tmp_path / "off_by_half.py"
+    src.write_text(wrong)
+    out = fastp.evaluate_task(str(TASKS), "level1/1", "interpret", 1, str(src),
+                              fp32_dot="bf16x3", trials=1)  # fmt: skip
+    assert not out.correct and out.reached == "correctness"
+    assert "(ieee dots: bf16x3 failed: correctness:" in out.note
+    again = fastp.evaluate_task(str(TASKS), "level1/1", "interpret", 1, str(src), trials=1)
+    assert "ieee dots" not in again.note  # an ieee run is not retried
