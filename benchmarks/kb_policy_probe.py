@@ -1,4 +1,4 @@
-"""Several policies of one KernelBench task's template kernel, side by side.
+"""Several policies of KernelBench tasks' template kernels, side by side.
 
     python benchmarks/kb_policy_probe.py --path <KernelBench>/KernelBench --task level1/1 \
         --backend h200 --fp32-dot tf32x3 \
@@ -8,6 +8,12 @@ Without a GPU (`--compile-only`, or a GPU backend on a machine without one) each
 lowered and cross-compiled only: registers, spills and shared memory per policy, no time.
 On the GPU each runs the pipeline's whole evaluation (verify, compile, the check against
 the PyTorch reference and timing beside eager and torch.compile). A table is printed last.
+`--task` takes a comma list, and a bare level (`level1`) for each of its tasks: without
+`--policy`, each task's first policy (the one a budget-1 run takes), a census of what the
+run would compile:
+
+    python benchmarks/kb_policy_probe.py --path <KernelBench>/KernelBench --task level1,level2 \
+        --backend h200 --compile-only --out spills.json
 """
 
 from __future__ import annotations
@@ -34,26 +40,14 @@ def parse_policy(text: str, tile_names: set[str]) -> dict[str, dict[str, int]]:
     return {"tiles": tiles, "compiler": compiler}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--path", required=True, help="directory with level1/, level2/")
-    ap.add_argument("--task", required=True)
-    ap.add_argument("--backend", default="auto")
-    ap.add_argument("--fp32-dot", default=None)
-    ap.add_argument("--policy", action="append", default=[], help="NAME=INT ... (repeat)")
-    ap.add_argument("--compile-only", action="store_true")
-    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per check")
-    ap.add_argument("--out", default=None, help="JSON rows")
-    args = ap.parse_args()
-
-    from tabulate import tabulate
-
+def probe(args: argparse.Namespace, task: str) -> list[dict]:
+    """One row per policy of `task` (the family's first policy where none is given)."""
     from argus_core.config import compose
     from argus_core.pipeline import Stages, _entries, _policy_for, _tensor_dtypes
     from argus_core.plugin_manager import Registry, default_plugin_manager
     from argus_core.types import Candidate, Policy
 
-    overrides = ["+kernel=kernelbench", f"kernel.path={args.path}", f"kernel.task={args.task}",
+    overrides = ["+kernel=kernelbench", f"kernel.path={args.path}", f"kernel.task={task}",
                  f"backend={args.backend}", "tracking=none", "planner=baseline",
                  f"evaluate.timeout_s={args.timeout}"]  # fmt: skip
     if args.fp32_dot:
@@ -94,19 +88,68 @@ def main() -> int:
             ]
             dtypes = _tensor_dtypes(family, cfg.kernel.dtype, irs)
             comps = [backend.compile(k, dtypes, pol) for k, pol in zip(lowered, pols)]
-            comp = comps[-1]
-            row["failure"] = "" if comp.ok else (comp.error or "")[:120]
+            bad = next((c for c in comps if not c.ok), None)
+            row["failure"] = "" if bad is None else (bad.error or "")[:120]
+            # a program's kernels: the most any of them uses, per kernel after "/"
+            row.update({key: max((getattr(c, attr) or 0) for c in comps)
+                        for key, attr in (("regs", "registers"), ("spills", "spills"),
+                                          ("smem", "shared_bytes"))})  # fmt: skip
+            if len(comps) > 1:
+                row["per_kernel"] = " / ".join(f"{c.registers}r {c.spills}s" for c in comps)
+            comp = None
         if comp is not None:
             row.update(regs=comp.registers, spills=comp.spills, smem=comp.shared_bytes)
         row["s"] = round(time.perf_counter() - t0, 1)
         rows.append(row)
         print(json.dumps(row), flush=True)
+    return rows
+
+
+def _tasks(path: str, spec: str) -> list[str]:
+    """`level1/1,level2/3` as given; a bare level (`level1`) is every task of it."""
+    from argus_plugins.kernels.kernelbench import tasks as kb_tasks
+
+    known = kb_tasks.discover(path)
+    out: list[str] = []
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        if "/" in part:
+            out.append(part)
+        else:
+            level = sorted((k for k in known if k.split("/")[0] == part),
+                           key=lambda k: int(k.split("/")[1]))  # fmt: skip
+            out += level
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--path", required=True, help="directory with level1/, level2/")
+    ap.add_argument("--task", required=True)
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--fp32-dot", default=None)
+    ap.add_argument("--policy", action="append", default=[], help="NAME=INT ... (repeat)")
+    ap.add_argument("--compile-only", action="store_true")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per check")
+    ap.add_argument("--out", default=None, help="JSON rows")
+    args = ap.parse_args()
+
+    from tabulate import tabulate
+
+    tasks = _tasks(args.path, args.task)
+    rows = []
+    for task in tasks:
+        try:
+            got = probe(args, task)
+        except Exception as exc:  # a task that does not bind or lower is its row
+            got = [{"policy": "-", "failure": f"{type(exc).__name__}: {exc}"[:120]}]
+        rows += [{"task": task, **r} for r in got]
+    gpu = any("ms" in r for r in rows)
     if args.out:
         Path(args.out).write_text(
-            json.dumps({"task": args.task, "gpu": gpu, "rows": rows}, indent=1)
+            json.dumps({"tasks": args.task, "gpu": gpu, "rows": rows}, indent=1)
         )
-    print(f"\n{args.task} on {backend.name} ({'measured' if gpu else 'compiled only, no time'}), "
-          f"fp32_dot={cfg.kernel.get('fp32_dot')}, {os.uname().nodename}")  # fmt: skip
+    print(f"\n{args.task} on {args.backend} ({'measured' if gpu else 'compiled only, no time'}), "
+          f"fp32_dot={args.fp32_dot or 'the task config'}, {os.uname().nodename}")  # fmt: skip
     print(tabulate(rows, headers="keys"))
     return 0
 

@@ -67,9 +67,10 @@ def gpu_matmul_tiles(
     m, n, k = (int(shape.get(d) or 0) for d in ("M", "N", "K"))
     if not (m and n and k) or not {"BM", "BN", "BK"} <= set(tiles):
         return dict(tiles), {}
+    batch = int(shape.get("B") or 1)  # a batched product (template `bmm`): B outputs
     bm = min(cap, match._np2(m))
     bn = min(cap, match._np2(n))
-    while -(-m // bm) * -(-n // bn) < MIN_PROGRAMS and max(bm, bn) > 32:
+    while batch * -(-m // bm) * -(-n // bn) < MIN_PROGRAMS and max(bm, bn) > 32:
         if bm >= bn:
             bm //= 2
         else:
@@ -92,12 +93,96 @@ def gpu_program_tiles(
     (the 4096^3 product above)."""
     out = dict(tiles)
     for i, (template, shape) in enumerate(parts):
-        if template != "matmul":
-            continue
         own = {t[len(f"k{i}_") :]: v for t, v in tiles.items() if t.startswith(f"k{i}_")}
-        ordered, _ = gpu_matmul_tiles(own, shape, cap=64)
+        if template in ("matmul", "bmm"):
+            ordered, _ = gpu_matmul_tiles(own, shape, cap=64)
+        else:
+            ordered, _ = gpu_tiles(template, own, shape)
         out.update({f"k{i}_{t}": v for t, v in ordered.items()})
     return out
+
+
+# elements an elementwise program covers on a GPU: 32 a thread at 4 warps, as 16 rows (the
+# smallest tile extent the targets take) of 256 contiguous elements (1 KB segments, 16-byte
+# vector loads). The templates' own 16 x 32 (the interpreter's cheapest) ran level1/19
+# (ReLU of 1.6 G fp32) at 2.75 TB/s on the H200, eager at 4.25 (2026-12-02)
+FLAT_ELEMS = 4096
+FLAT_BC = 256
+
+
+def gpu_flat_tiles(tiles: dict[str, list[int]], shape: dict[str, int]) -> dict[str, list[int]]:
+    """An elementwise [R, C] template's (`elementwise`, `bcast`) tile lists for a full-size
+    task: BC as wide as the row allows up to FLAT_BC, BR the rows that make FLAT_ELEMS
+    (at most R rounded up, at least 16), each first; the template's values stay reachable
+    after them."""
+    r, c = int(shape.get("R") or 0), int(shape.get("C") or 0)
+    if not (r and c) or not {"BR", "BC"} <= set(tiles):
+        return dict(tiles)
+    bc = min(FLAT_BC, match._np2(c))
+    br = max(16, min(match._np2(r), FLAT_ELEMS // bc))
+    out = dict(tiles)
+    out["BC"] = [bc, *[t for t in tiles["BC"] if t != bc]]
+    out["BR"] = [br, *[t for t in tiles["BR"] if t != br]]
+    return out
+
+
+# a reduction over a middle dim (template `midreduce`) on a GPU: BC contiguous columns by
+# BR reduced rows per step of the program's loop. At BC = 512 on 4 warps (4 columns a
+# thread, 32 lanes, 4 warps along C) each thread holds every row of its columns: a step's
+# reduction over BR stays in registers (BR 32 x BC 128 spread the rows over the warps: an
+# exchange through shared memory every step; sm_90: 40 registers, 3 KB of it)
+MID_BR, MID_BC = 16, 512
+
+
+def gpu_midreduce_tiles(tiles: dict[str, list[int]], shape: dict[str, int]) -> dict[str, list[int]]:
+    """`midreduce`'s tile lists for a full-size task: MID_BR x MID_BC first (at most the
+    extents rounded up; BC halved, down to 32, while the grid of A x C/BC programs has
+    fewer than MIN_PROGRAMS), the template's values after them."""
+    if not {"BR", "BC"} <= set(tiles):
+        return dict(tiles)
+    r, c = int(shape.get("N") or MID_BR), int(shape.get("C") or MID_BC)
+    a = max(1, int(shape.get("M") or c) // c)
+    br = min(MID_BR, match._np2(r))
+    bc = min(MID_BC, match._np2(c))
+    while a * -(-c // bc) < MIN_PROGRAMS and bc > 32:
+        bc //= 2
+    out = dict(tiles)
+    out["BR"] = [br, *[t for t in tiles["BR"] if t != br]]
+    out["BC"] = [bc, *[t for t in tiles["BC"] if t != bc]]
+    return out
+
+
+def gpu_reduce_tiles(tiles: dict[str, list[int]]) -> dict[str, list[int]]:
+    """A whole-tensor reduction's (`fullreduce`, `lossreduce`) tile lists for a full-size
+    task: BC up to FLAT_BC where the template lets it choose (a row-spanning BC is fixed),
+    then the ROWS (at most 16) that make FLAT_ELEMS a step: level1/95's [16, 4096] steps
+    (the template's first) held 512 values a thread on 4 warps."""
+    if not {"ROWS", "BC"} <= set(tiles):
+        return dict(tiles)
+    bc = FLAT_BC if FLAT_BC in tiles["BC"] else tiles["BC"][0]
+    want = max(1, min(16, FLAT_ELEMS // bc))
+    rows = want if want in tiles["ROWS"] else min(tiles["ROWS"], key=lambda r: abs(r - want))
+    out = dict(tiles)
+    out["BC"] = [bc, *[t for t in tiles["BC"] if t != bc]]
+    out["ROWS"] = [rows, *[t for t in tiles["ROWS"] if t != rows]]
+    return out
+
+
+def gpu_tiles(
+    template: str, tiles: dict[str, list[int]], shape: dict[str, int]
+) -> tuple[dict[str, list[int]], dict[str, int]]:
+    """A template's tile lists (and the compiler options its first policy wants) for a
+    full-size task, where they differ from the interpreter's: the templates' own lists put
+    the interpreter's cheapest first."""
+    if template in ("matmul", "bmm"):
+        return gpu_matmul_tiles(tiles, shape)
+    if template in ("elementwise", "bcast"):
+        return gpu_flat_tiles(tiles, shape), {}
+    if template == "midreduce":
+        return gpu_midreduce_tiles(tiles, shape), {}
+    if template in ("fullreduce", "lossreduce"):
+        return gpu_reduce_tiles(tiles), {}
+    return dict(tiles), {}
 
 
 class KernelBenchFamily(FamilyBase):
@@ -184,6 +269,12 @@ class KernelBenchFamily(FamilyBase):
                     f"{trace_error}); give kernel.source=FILE or use an LLM (planner.options.llm=true)"
                 )
             bound.emission = match.match(bound._gm, bound.task.key)
+            # a whole-tensor reduction over many programs (a GPU's: the full-size task's;
+            # the interpreter's cost is per program, so a scaled task keeps one unless
+            # kernel.options.split_reductions=true)
+            split = options.get("split_reductions")
+            if bool(scale is None if split is None else split):
+                bound.emission = match.split_reduction(bound.emission, bound.task.key)
             bound._text = bound.emission.source
             bound.entry = bound.emission.entry  # a program's: its last kernel
             bound.binding = bound.emission.binding
@@ -194,10 +285,10 @@ class KernelBenchFamily(FamilyBase):
                 for name in tiles:
                     if name == "BP" or name.endswith("_BP"):
                         tiles[name] = sorted(tiles[name], reverse=True)
-            elif bound.emission.template == "matmul":
-                tiles, bound.compiler_first = gpu_matmul_tiles(tiles, shape)
             elif bound.emission.parts:
                 tiles = gpu_program_tiles(tiles, bound.emission.parts)
+            else:
+                tiles, bound.compiler_first = gpu_tiles(bound.emission.template, tiles, shape)
         with read_write(kernel_cfg):
             if not kernel_cfg.get("tiles"):
                 kernel_cfg.tiles = tiles

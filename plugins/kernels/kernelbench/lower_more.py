@@ -639,7 +639,19 @@ def _loss(gm, ops, inputs, result, task, names) -> Emission | None:
     if name == "cross_entropy":
         bc = [_np2(n_cols)]
     tiles = {"ROWS": [16, 8, 4, 2, 1], "BC": bc}
-    return Emission("lossreduce", source, ENTRY, tiles, binding, {"M": rows, "N": n_cols}, names)
+    # split over programs (`match.split_reduction`): a linear scale (a mean's, batchmean's)
+    # rides on each partial sum; a cross entropy's mean divides by the rows not ignored,
+    # which the last kernel counts
+    split: dict[str, Any] = {"source": source, "count": None}
+    if name == "cross_entropy" and red == "mean":
+        split["source"] = _fill(
+            "lossreduce", TASK=task, WHAT=" -> ".join(names), WHAT_LOSS=what, HOW=how,
+            ENTRY=ENTRY, PARAMS=", ".join(params), REQUIRES="".join(reqs), X0=a,
+            INIT="".join(init), BODY="".join(loads + lines), SCALE="",
+        )  # fmt: skip
+        split["count"] = {"binding": dict(binding[tg]), "ignore": ig}
+    return Emission("lossreduce", source, ENTRY, tiles, binding, {"M": rows, "N": n_cols}, names,
+                    split=split)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- broadcasts

@@ -13,8 +13,11 @@ from argus_core.pipeline import _first
 from argus_plugins.kernels.kernelbench import fastp
 from argus_plugins.kernels.kernelbench.family import (
     MIN_PROGRAMS,
+    gpu_flat_tiles,
     gpu_matmul_tiles,
+    gpu_midreduce_tiles,
     gpu_program_tiles,
+    gpu_tiles,
 )
 from argus_plugins.kernels.kernelbench.worker import _use_gpu
 
@@ -53,6 +56,36 @@ def test_a_programs_matmul_kernel_is_reordered_and_the_others_kept():
     out = gpu_program_tiles(tiles, parts)
     assert (out["k0_BM"][0], out["k0_BN"][0], out["k0_BK"][0]) == (64, 64, 32)
     assert out["k1_ROWS"] == [4, 1] and out["k1_BN"] == [1024]
+
+
+def test_a_batched_product_counts_its_batch_among_the_programs():
+    bmm = {"BM": [32, 16, 64], "BN": [32, 16, 64], "BK": [16, 32]}
+    tiles, first = gpu_tiles("bmm", bmm, {"B": 128, "M": 512, "N": 2048, "K": 1024})
+    assert (tiles["BM"][0], tiles["BN"][0], tiles["BK"][0]) == (128, 128, 32)
+    assert first == {"num_warps": 8} and "GROUP" not in tiles
+    # one 256 x 256 product would be halved; 64 of them fill the GPU at 128 x 128
+    tiles, _ = gpu_tiles("bmm", bmm, {"B": 64, "M": 256, "N": 256, "K": 64})
+    assert (tiles["BM"][0], tiles["BN"][0]) == (128, 128)
+
+
+def test_elementwise_programs_cover_4096_contiguous_rows_of_elements():
+    ew = {"BR": [16, 32], "BC": [32, 64, 16]}
+    tiles = gpu_flat_tiles(ew, {"R": 4096, "C": 393216})  # level1/19
+    assert (tiles["BR"][0], tiles["BC"][0]) == (16, 256)
+    assert sorted(tiles["BC"]) == [16, 32, 64, 256]
+    narrow = gpu_flat_tiles(ew, {"R": 100000, "C": 20})  # short rows: more of them
+    assert (narrow["BR"][0], narrow["BC"][0]) == (128, 32)
+    assert gpu_tiles("bcast", ew, {"R": 4096, "C": 4096})[0]["BC"][0] == 256
+
+
+def test_a_middle_dim_reduction_walks_512_columns_and_keeps_the_grid_full():
+    mid = {"BR": [4096, 64, 32, 16], "BC": [16]}
+    tiles = gpu_midreduce_tiles(mid, {"M": 128 * 4095, "N": 4096, "C": 4095})  # level1/47
+    assert (tiles["BR"][0], tiles["BC"][0]) == (16, 512)
+    assert 4096 in tiles["BR"]  # the interpreter's whole-R step stays reachable
+    # 8 rows of 4095 columns: 8 programs at 512, so BC halves until 128 programs (or 32)
+    few = gpu_midreduce_tiles(mid, {"M": 8 * 4095, "N": 4096, "C": 4095})
+    assert few["BC"][0] == 256 and 8 * -(-4095 // 256) >= MIN_PROGRAMS
 
 
 def test_the_grid_puts_the_familys_first_values_first_and_ignores_values_it_lacks():
