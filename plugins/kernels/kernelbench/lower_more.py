@@ -31,14 +31,19 @@ from typing import Any
 from argus_plugins.kernels.kernelbench.match import (
     ELEMENTWISE,
     ENTRY,
+    REDUCTIONS,
+    ROW_OPS,
     Emission,
     NoTemplate,
     Op,
     _chain,
     _const,
+    _elementwise_expr,
     _fill,
+    _is_last_dim,
     _is_node,
     _np2,
+    _param_binding,
     _shape,
     register,
 )
@@ -51,7 +56,7 @@ def match_more(
     """The Emission for `ops` from this module's lowerings, or None."""
     if not ops or isinstance(result, tuple | list) or not _is_node(result):
         return None
-    for lowering in (_scan, _rownorm, _loss, _bcast, _product, _sdpa, _long_softmax):
+    for lowering in (_scan, _rownorm, _loss, _bcast, _product, _sdpa, _long_softmax, _long_rows):
         em = lowering(gm, ops, inputs, result, task, names)
         if em is not None:
             return em
@@ -970,6 +975,208 @@ def _long_softmax(gm, ops, inputs, result, task, names) -> Emission | None:
     tiles = {"ROWS": [1, 2, 4], "BN": [4096, 2048, 8192]}
     return Emission("softmax_long", source, ENTRY, tiles, binding,
                     {"M": math.prod(shape[:-1]), "N": n}, names)  # fmt: skip
+
+
+def _long_rows(gm, ops, inputs, result, task, names) -> Emission | None:
+    """A row program's ops (elementwise, reductions over the last dim, softmax, log_softmax,
+    logsumexp, p-norms) over rows longer than LONG_ROW: `rowlong`. A reduction is known
+    after the pass that folds it in; its pass is one more than the latest of the reductions
+    its operand reads (softmax's max and sum are one pass, kept online); a row-shaped result
+    is stored after the last pass, a full one by a last pass over the columns."""
+    kinds = (*ELEMENTWISE, *REDUCTIONS, *ROW_OPS, "getitem")
+    if not ops or any(o.kind not in kinds for o in ops):
+        return None
+    first = ops[0].args[0] if ops[0].args else None
+    full = _shape(first) if _is_node(first) else ()
+    if not full or _np2(full[-1]) <= LONG_ROW:
+        return None
+    rank, n = len(full), full[-1]
+    rows = math.prod(full[:-1])
+    if any((o.kind in REDUCTIONS or o.kind in ROW_OPS) and not _is_last_dim(o.dim, rank)
+           for o in ops):  # fmt: skip
+        return None
+    row_shapes = {full[:-1], full[:-1] + (1,)}
+    params: list[str] = []
+    binding: dict[str, dict[str, Any]] = {}
+    loaded: dict[Any, tuple[str, str]] = {}  # input node -> (param name, "full" | "vec")
+    level: dict[Any, int] = {}  # a computed node -> the pass after which it is known
+    shape_of: dict[Any, str] = {}  # a computed node -> "full" | "row"
+    by_node = {o.node: o for o in ops}
+
+    def source(node: Any) -> tuple[str, str]:
+        if node in loaded:
+            return loaded[node]
+        src = (
+            {"from": "input", "index": inputs.index(node)}
+            if node in inputs
+            else _param_binding(gm, node)
+        )
+        sh = _shape(node) if _is_node(node) else ()
+        if src is None:
+            raise NoTemplate(f"operand {node} is not a forward input, a parameter or a constant")
+        if sh == full:
+            nm, kind = f"x{len(params)}", "full"
+            params.append(f'{nm}: al.Tensor["M", "N"]')
+            binding[nm] = {**src, "view": "2d"}
+        elif sh in ((n,), (1, n)) or (len(sh) == rank and sh[-1] == n and math.prod(sh) == n):
+            nm, kind = f"vec{len(params)}", "vec"
+            params.append(f'{nm}: al.Tensor["N"]')
+            binding[nm] = {**src, "view": "1d"}
+        else:
+            raise NoTemplate(f"operand {node} of shape {list(sh)} is neither [..., {n}] rows nor "
+                             f"an [{n}] vector")  # fmt: skip
+        loaded[node] = (nm, kind)
+        return loaded[node]
+
+    def lv(a: Any) -> int:
+        return level.get(a, 0) if _is_node(a) else 0
+
+    for op in ops:
+        if op.kind == "getitem":
+            src = op.args[0]
+            if src not in level or op.params.get("index") != 0:
+                raise NoTemplate("only the values ([0]) of max/min over a dim are supported")
+            level[op.node], shape_of[op.node] = level[src], shape_of[src]
+            continue
+        if op.kind in ELEMENTWISE:
+            kinds_ = []
+            for a in op.args:
+                if _const(a) is not None:
+                    continue
+                if a in shape_of:
+                    kinds_.append(shape_of[a])
+                else:
+                    kinds_.append("full" if source(a)[1] in ("full", "vec") else "row")
+            if not kinds_:
+                raise NoTemplate(f"{op.kind} of constants only")
+            level[op.node] = max(lv(a) for a in op.args)
+            shape_of[op.node] = "full" if "full" in kinds_ else "row"
+            continue
+        x = op.args[0]
+        if _is_node(x) and x not in shape_of:
+            source(x)
+        if shape_of.get(x, "full") != "full":
+            raise NoTemplate(f"{op.kind} of reduced rows")
+        level[op.node] = lv(x) + 1
+        shape_of[op.node] = "full" if op.kind in ROW_OPS else "row"
+        if op.kind == "norm" and op.params.get("p", "fro") not in (1, 1.0, 2, 2.0, "fro"):
+            raise NoTemplate(f"norm p={op.params.get('p')!r}; valid: 1, 2, 'fro'")
+        if shape_of[op.node] == "row" and not op.tuple_out and _shape(op.node) not in row_shapes:
+            raise NoTemplate(f"{op.kind} gives shape {_shape(op.node)}, not rows of {full}")
+    if result not in shape_of:
+        raise NoTemplate("the forward's result is not computed by the row program")
+    passes = max(level.values())
+    finals: dict[Any, str] = {}  # a reduction (or a softmax's stats) -> its row value(s)
+
+    def expr(node: Any, p: int, memo: dict[Any, str], lines: list[str]) -> tuple[str, str]:
+        """`node` in pass p's loop body (column tile c<p>), lines appended; (text, kind)."""
+        c = _const(node)
+        if c is not None:
+            return c, "const"
+        if node in memo:
+            return memo[node], shape_of.get(node, "full")
+        op = by_node.get(node)
+        if op is None:  # an input
+            nm, kind = source(node)
+            tile = (f"{nm}.tile(ROWS, BN)[pm, c{p}]" if kind == "full"
+                    else f"{nm}.tile(BN)[c{p}]")  # fmt: skip
+            text = f"al.load({tile}).to(al.f32)" + ("" if kind == "full" else "[None, :]")
+            lines.append(f"        {nm}_{p} = {text}\n")
+            memo[node] = f"{nm}_{p}"
+            return memo[node], "full"
+        if op.kind == "getitem":
+            memo[node] = expr(op.args[0], p, memo, lines)[0]
+            return memo[node], shape_of[node]
+        if op.kind in ELEMENTWISE:
+            vals = [expr(a, p, memo, lines) for a in op.args]
+            out_full = shape_of[node] == "full"
+            names_ = [f"{v}[:, None]" if k == "row" and out_full else v for v, k in vals]
+            text = _elementwise_expr(op, names_)
+        elif op.kind in ROW_OPS:  # from the softmax's stats, known after an earlier pass
+            e, _ = expr(op.args[0], p, memo, lines)
+            m, s_ = finals[node].split(",")
+            text = (f"al.exp({e} - {m}[:, None]) / {s_}[:, None]" if op.kind == "softmax"
+                    else f"{e} - {m}[:, None] - al.log({s_})[:, None]")  # fmt: skip
+        else:  # a reduction: its row value, known after its pass
+            memo[node] = finals[node]
+            return memo[node], "row"
+        name = f"f{len(memo)}_{p}"
+        lines.append(f"        {name} = {text}\n")
+        memo[node] = name
+        return name, shape_of[node]
+
+    body: list[str] = []
+    for p in range(1, passes + 1):
+        init: list[str] = []
+        loop: list[str] = [f"        live{p} = c{p} * BN + col < ncols\n"]  # a name a pass
+        after: list[str] = []
+        memo: dict[Any, str] = {}
+        for i, op in enumerate(ops):
+            if level.get(op.node) != p or op.kind not in REDUCTIONS and op.kind not in ROW_OPS:
+                continue
+            e, _ = expr(op.args[0], p, memo, loop)
+            a = f"r{i}"
+            neg, pos = REDUCTIONS["amax"], REDUCTIONS["amin"]
+            if op.kind in ("logsumexp", "softmax", "log_softmax"):
+                init += [f"    {a}_m = al.full((ROWS,), {neg}, al.f32)\n",
+                         f"    {a}_s = al.zeros((ROWS,), al.f32)\n"]  # fmt: skip
+                loop += [
+                    f"        {a}_n = al.maximum({a}_m, al.max(al.where(live{p}, {e}, {neg}), 1))\n",
+                    f"        {a}_s = {a}_s * al.exp({a}_m - {a}_n) + al.sum(al.where(live{p}, "
+                    f"al.exp({e} - {a}_n[:, None]), 0.0), 1)\n",
+                    f"        {a}_m = {a}_n\n",
+                ]
+                if op.kind == "logsumexp":
+                    after.append(f"    {a} = {a}_m + al.log({a}_s)\n")
+                    finals[op.node] = a
+                else:
+                    finals[op.node] = f"{a}_m,{a}_s"
+                continue
+            if op.kind in ("amax", "amin"):
+                neutral, fold = (neg, "max") if op.kind == "amax" else (pos, "min")
+                init.append(f"    {a} = al.full((ROWS,), {neutral}, al.f32)\n")
+                loop.append(f"        {a} = al.{'maximum' if fold == 'max' else 'minimum'}({a}, "
+                            f"al.{fold}(al.where(live{p}, {e}, {neutral}), 1))\n")  # fmt: skip
+                finals[op.node] = a
+                continue
+            pw = op.params.get("p", "fro") if op.kind == "norm" else None
+            term = {None: e, 1: f"al.abs({e})"}.get(pw, f"{e} * {e}")
+            init.append(f"    {a}_s = al.zeros((ROWS,), al.f32)\n")
+            loop.append(f"        {a}_s = {a}_s + al.sum(al.where(live{p}, {term}, 0.0), 1)\n")
+            if op.kind == "mean":
+                after.append(f"    {a} = {a}_s / ncols\n")
+            elif pw in (2, 2.0, "fro"):
+                after.append(f"    {a} = al.sqrt({a}_s)\n")
+            else:
+                after.append(f"    {a} = {a}_s\n")
+            finals[op.node] = a
+        body += init + [f"    for c{p} in al.range(ntiles):\n"] + loop + after
+    if shape_of[result] == "full":
+        w = passes + 1
+        loop = []
+        value, _ = expr(result, w, {}, loop)
+        body += [f"    for c{w} in al.range(ntiles):\n", *loop,
+                 f"        al.store(y.tile(ROWS, BN)[pm, c{w}], {value}.to(y.dtype))\n"]  # fmt: skip
+        y_param, y_view = 'y: al.Tensor["M", "N"]', "2d"
+        how = f"once per level of row reductions ({passes}) and once more to write the result"
+    else:
+        value = finals.get(result)
+        if value is None:  # row values combined after the last pass
+            lines: list[str] = []
+            value = expr(result, passes, {}, lines)[0]
+            body += [ln[4:] for ln in lines]
+        body.append(f"    al.store(y.tile(ROWS)[pm], {value}.to(y.dtype))\n")
+        y_param, y_view = 'y: al.Tensor["M"]', "1d"
+        how = f"once per level of row reductions ({passes}), the result stored after the last"
+    x0 = next((p_.split(":")[0] for p_ in params if p_.startswith("x")), None)
+    if x0 is None:
+        raise NoTemplate("a row program needs one forward input of the rows' shape")
+    binding["y"] = {"from": "output", "view": y_view}
+    src = _fill("rowlong", TASK=task, WHAT=" -> ".join(names), PASSES=how, ENTRY=ENTRY,
+                PARAMS=", ".join(params), Y_PARAM=y_param, X0=x0,
+                BODY="".join(body).rstrip("\n"))  # fmt: skip
+    tiles = {"ROWS": [1, 2, 4], "BN": [4096, 2048, 8192]}
+    return Emission("rowlong", src, ENTRY, tiles, binding, {"M": rows, "N": n}, names)
 
 
 def _flat_dims(flip: Any) -> list[Any]:

@@ -106,6 +106,17 @@ TASKS = {
         "R = 20\nN = 40",
         "p, t):\n        return torch.mean(torch.clamp(1 - p * t, min=0))",
         "[torch.randn(R, N), torch.randint(0, 2, (N,)).float() * 2 - 1]"), "lossreduce"),
+    # rows past LONG_ROW (16384): walked in column tiles, a pass per level of reductions
+    "l1_norm_long_rows": (_task(
+        "R = 3\nN = 20000", "x):\n        return x / torch.sum(torch.abs(x), dim=1, keepdim=True)",
+        "[torch.randn(R, N)]"), "rowlong"),
+    "log_softmax_long_rows": (_task("R = 3\nN = 20000", "x):\n        return torch.log_softmax(x, dim=1)",
+                                    "[torch.randn(R, N) * 4]"), "rowlong"),
+    "mean_of_softmax_minus_max": (_task(
+        "R = 3\nN = 20000",
+        "x):\n        y = torch.softmax(x, dim=-1) - torch.max(x, dim=1, keepdim=True)[0]\n"
+        "        return torch.mean(y, dim=-1)",
+        "[torch.randn(R, N)]"), "rowlong"),
     "scale_by_number": (_task("M = 30\nN = 50", "a, s):\n        return a * s",
                               "[torch.randn(M, N), 2.5]"), "bcast"),
     "einsum_rows": (_task(

@@ -126,6 +126,15 @@ CASES = {
     "lm:smooth_l1": ("lossreduce", ("al.load(x1.", "al.load(x0.")),
     "lm:kl_batchmean": ("lossreduce", ("al.load(x1.", "al.load(x0.")),
     "lm:hinge_row_vector": ("lossreduce", ("vec1.tile(BC)[c]", "vec1.tile(BC)[0]")),
+    "lm:l1_norm_long_rows": ("rowlong", ("x0.tile(ROWS, BN)[pm, c2]", "x0.tile(ROWS, BN)[0, c2]")),
+    "lm:log_softmax_long_rows": (
+        "rowlong",
+        ("x0.tile(ROWS, BN)[pm, c2]", "x0.tile(ROWS, BN)[0, c2]"),
+    ),
+    "lm:mean_of_softmax_minus_max": (
+        "rowlong",
+        ("x0.tile(ROWS, BN)[pm, c2]", "x0.tile(ROWS, BN)[0, c2]"),
+    ),
     "lm:scale_by_number": ("bcast", ("x0.tile(BR, BC)[pr, pc]", "x0.tile(BR, BC)[0, pc]")),
 }
 SYNTH_ONLY = {
