@@ -176,7 +176,7 @@ def gpu_tiles(
     the interpreter's cheapest first."""
     if template in ("matmul", "bmm"):
         return gpu_matmul_tiles(tiles, shape)
-    if template in ("elementwise", "bcast"):
+    if template in ("elementwise", "bcast", "normscale"):
         return gpu_flat_tiles(tiles, shape), {}
     if template == "midreduce":
         return gpu_midreduce_tiles(tiles, shape), {}

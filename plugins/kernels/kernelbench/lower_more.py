@@ -442,9 +442,18 @@ def _rownorm(gm, ops, inputs, result, task, names) -> Emission | None:
     nr = xs[0] if grouped else r  # the rows a program's ROWS are taken from
     tiles = {"ROWS": [r_ for r_ in (16, 8, 4, 2, 1) if r_ <= _np2(nr, 1)],
              "BL": _tiles(per, (1024, 256, 512, 2048, 128, 64, 32, 16))}  # fmt: skip
+    split: dict[str, Any] = {}
     if frob:
         tiles["ROWS"] = [1]
-    return Emission("rownorm", source, ENTRY, tiles, binding, {"M": r, "N": length}, names)
+        # split over programs (`match.split_reduction`): the sum of squares as partial sums,
+        # then the elementwise division over x's [rows, last dim] view
+        env2: dict[Any, str] = {core.node: "v"}
+        epi_lines = _chain(epi, env2, operand)
+        split = {"frob": True, "x": {**binding["x"], "view": "2d"},
+                 "epilogue": "".join(epi_lines) + f"    out = {env2[result]}\n",
+                 "rows": math.prod(xs[:-1]), "cols": xs[-1]}  # fmt: skip
+    return Emission("rownorm", source, ENTRY, tiles, binding, {"M": r, "N": length}, names,
+                    split=split)  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- losses

@@ -1623,6 +1623,16 @@ def _pool(gm, ops, inputs, result, task, names) -> Emission:
     return Emission("pool", source, ENTRY, tiles, binding, {"M": xs[0] * p, "N": cout}, names)
 
 
+def _fullreduce_tiles(c: int) -> dict[str, list[int]]:
+    """`fullreduce`'s tiles for rows of c: the interpreter's first (its cost is per step: a
+    whole row a step, as many rows as 2^16 elements hold), then the rest (a GPU's first is
+    `family.gpu_reduce_tiles`')."""
+    bc = min(_np2(c), 65536)
+    rows = [r for r in (4, 1, 2, 8, 16) if r * bc <= 65536] or [1]
+    return {"ROWS": rows + [r for r in (16, 8, 4, 2, 1) if r not in rows],
+            "BC": [bc, *[t for t in (256, 128, 1024) if t < bc]]}  # fmt: skip
+
+
 def _fullreduce(ops, inputs, result, task, names) -> Emission:
     """sum or mean over every element of an elementwise chain of same-shaped forward inputs
     (`torch.mean((a - b) ** 2)`, a hinge loss): running totals of a flat loop over (row block,
@@ -1656,9 +1666,7 @@ def _fullreduce(ops, inputs, result, task, names) -> Emission:
     c = shape[-1] if len(shape) > 1 else shape[0]
     rows = math.prod(shape[:-1]) if len(shape) > 1 else 1
     # the interpreter's cost is per step: a whole row a step first, up to 2^16 elements
-    bc = min(_np2(c), 65536)
-    tiles = {"ROWS": [r for r in (4, 1, 2, 8, 16) if r * bc <= 65536] or [1],
-             "BC": [bc, *[t for t in (256, 128, 1024) if t < bc]]}  # fmt: skip
+    tiles = _fullreduce_tiles(c)
     # its mean's scale is linear: each partial sum carries it
     return Emission("fullreduce", source, ENTRY, tiles, binding, {"M": rows, "N": c}, names,
                     split={"source": source, "count": None})  # fmt: skip
@@ -1681,6 +1689,8 @@ def split_reduction(em: Emission, task: str, partials: int = PARTIALS) -> Emissi
     other emission is returned as it is."""
     if not em.split:
         return em
+    if em.split.get("frob"):
+        return _split_frob(em, task, partials)
     first = Emission(em.template, em.split["source"], ENTRY, em.tiles, em.binding, em.shape,
                      em.ops)  # fmt: skip
     b0 = {t: dict(v) for t, v in em.binding.items()}
@@ -1707,6 +1717,39 @@ def split_reduction(em: Emission, task: str, partials: int = PARTIALS) -> Emissi
                     {"M": partials, "N": 1}, em.ops)  # fmt: skip
     kernels = [(first, b0, "buffer t0"), (last, b1, "the output")]
     return _assemble(task, list(em.ops), kernels, {"t0": [int(partials)]})
+
+
+def _split_frob(em: Emission, task: str, partials: int) -> Emission:
+    """x / ||x||_F (then an epilogue of constants) as three kernels: the sum of squares of x
+    over `partials` programs (`fullreduce`), their sum's square root (`partials`) into a
+    one-element buffer, and the division of every element by it (`normscale`)."""
+    info = em.split
+    rows, cols = int(info["rows"]), int(info["cols"])
+    x = dict(info["x"])
+    squares = _fill(
+        "fullreduce", TASK=task, WHAT="the sum of squares of x, partial sums", ENTRY=ENTRY,
+        PARAMS='x0: al.Tensor["R", "C"]', X0="x0", VALUE="v0 * v0", SCALE="",
+        BODY="        v0 = al.load(x0.tile(ROWS, BC)[r, c]).to(al.f32)\n",
+    )  # fmt: skip
+    k0 = Emission("fullreduce", squares, ENTRY, _fullreduce_tiles(cols), {},
+                  {"M": rows, "N": cols}, em.ops)  # fmt: skip
+    b0 = {"x0": x, "y": {"from": "buffer", "name": "t0", "view": "1d"}}
+    root = _fill("partials", TASK=task, WHAT=f"the square root of the sum of {partials} partial "
+                 "sums", ENTRY=ENTRY, PARAMS="", COUNT="", SCALE="", HOW=", its square root")  # fmt: skip
+    root = root.replace("    out = total\n", "    out = al.sqrt(total)\n")
+    k1 = Emission("partials", root, ENTRY, {"BP": [min(1024, _np2(partials))]}, {},
+                  {"M": partials, "N": 1}, em.ops)  # fmt: skip
+    b1 = {"p": {"from": "buffer", "name": "t0", "view": "1d"},
+          "y": {"from": "buffer", "name": "t1", "view": "1d"}}  # fmt: skip
+    scaled = _fill("normscale", TASK=task, WHAT="x / ||x||_F", ENTRY=ENTRY,
+                   EPILOGUE=info["epilogue"])  # fmt: skip
+    k2 = Emission("normscale", scaled, ENTRY,
+                  {"BR": [16, 32], "BC": [t for t in (32, 64, 16) if t <= _np2(cols)] or [16]},
+                  {}, {"R": rows, "C": cols}, em.ops)  # fmt: skip
+    b2 = {"n": {"from": "buffer", "name": "t1", "view": "1d"}, "x": x,
+          "y": {"from": "output", "view": "2d"}}  # fmt: skip
+    kernels = [(k0, b0, "buffer t0"), (k1, b1, "buffer t1"), (k2, b2, "the output")]
+    return _assemble(task, list(em.ops), kernels, {"t0": [int(partials)], "t1": [1]})
 
 
 # ----------------------------------------------------------------------------- programs

@@ -33,12 +33,20 @@ SPLIT = {
     "cross_entropy_ignored": _task(
         "R = 37\nK = 10", "x, y):\n        return F.cross_entropy(x, y, ignore_index=3)",
         "[torch.randn(R, K) * 3, torch.randint(0, K, (R,))]"),
+    "frobenius_then_affine": _task(
+        "A = 3\nB = 4\nC = 70", "x):\n        return x / torch.norm(x, p='fro') * 2.0 + 1.0",
+        "[torch.randn(A, B, C)]"),
     "sum_of_a_chain": _task(
         "A = 9\nB = 5\nC = 70", "x, y):\n        return ((x - y) * x).mean()",
         "[torch.randn(A, B, C), torch.randn(A, B, C)]"),
 }  # fmt: skip
 PARTIALS = 8
-SMALL = {"ROWS": 2, "BC": 16, "BP": 4}  # a few row blocks a program, partials in two tiles
+SMALL = {
+    "ROWS": 2,
+    "BC": 16,
+    "BP": 4,
+    "BR": 16,
+}  # a few row blocks a program, partials in two tiles
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +78,33 @@ def _tiles(em: match.Emission) -> dict[str, int]:
     return out
 
 
-@pytest.mark.parametrize("key", list(SPLIT))
+def _verified(sp: match.Emission, key: str) -> None:
+    tiles = _tiles(sp)
+    for entry in sp.entries:
+        ir = TileFrontend().parse(sp.source, entry, f"<{key}>")
+        policy = Policy({c.name: tiles[c.name] for c in ir.constexprs})
+        report = SmtVerifier().verify(ir, policy, {"timeout_ms": 20000}, MI300X)
+        assert report.status == "verified", (entry, report.summary)
+
+
+def test_x_over_its_frobenius_norm_is_squares_then_a_root_then_a_division(task_dir):
+    em, sp = _split(task_dir, "frobenius_then_affine")
+    assert em.template == "rownorm"  # one program over every element, unsplit
+    assert [t for t, _ in sp.parts] == ["fullreduce", "partials", "normscale"]
+    plan = sp.binding[match.PROGRAM]
+    assert plan["buffers"] == {"t0": [PARTIALS], "t1": [1]}
+    squares, root, scale = plan["launches"]
+    assert squares["binding"]["y"]["name"] == "t0" and root["binding"]["p"]["name"] == "t0"
+    assert root["binding"]["y"]["name"] == "t1" and scale["binding"]["n"]["name"] == "t1"
+    assert scale["binding"]["y"] == {"from": "output", "view": "2d"}
+    assert "al.sqrt(total)" in sp.source and "* 2.0" in sp.source  # the root, the epilogue
+    _verified(sp, "frobenius")
+
+
+LOSSES = [k for k in SPLIT if not k.startswith("frobenius")]
+
+
+@pytest.mark.parametrize("key", LOSSES)
 def test_a_whole_tensor_reduction_is_partial_sums_then_their_sum_each_verified(task_dir, key):
     em, sp = _split(task_dir, key)
     assert em.template in ("lossreduce", "fullreduce") and em.split
@@ -86,12 +120,7 @@ def test_a_whole_tensor_reduction_is_partial_sums_then_their_sum_each_verified(t
     counts = "tg" in last["binding"]
     assert counts == key.startswith("cross_entropy")
     assert match.library_calls(sp.source) == []
-    tiles = _tiles(sp)
-    for entry in sp.entries:
-        ir = TileFrontend().parse(sp.source, entry, f"<{key}>")
-        policy = Policy({c.name: tiles[c.name] for c in ir.constexprs})
-        report = SmtVerifier().verify(ir, policy, {"timeout_ms": 20000}, MI300X)
-        assert report.status == "verified", (entry, report.summary)
+    _verified(sp, key)
 
 
 def test_a_planted_partial_written_to_the_wrong_slot_is_a_counterexample(task_dir):

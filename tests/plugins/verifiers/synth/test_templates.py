@@ -254,7 +254,7 @@ def test_every_lowering_is_covered_or_says_why():
     assert set(LOWER_MORE) <= named, sorted(set(LOWER_MORE) - named)
     templates = {p.name.removesuffix(".py.tmpl") for p in TEMPLATES.glob("*.py.tmpl")}
     # conv, pool and chanprog: their shipped tasks in NOT_DERIVED (views); midreduce etc. here;
-    # partials: the last kernel of a split reduction, a program's (match.split_reduction), whose
-    # partial sums no graph node is
-    without = {"conv", "pool", "chanprog", "partials"}
+    # partials and normscale: the last kernels of a split reduction, a program's
+    # (match.split_reduction), whose partial sums no graph node is
+    without = {"conv", "pool", "chanprog", "partials", "normscale"}
     assert templates - covered == without, sorted(templates - covered)
