@@ -96,6 +96,8 @@ def gpu_program_tiles(
         own = {t[len(f"k{i}_") :]: v for t, v in tiles.items() if t.startswith(f"k{i}_")}
         if template in ("matmul", "bmm"):
             ordered, _ = gpu_matmul_tiles(own, shape, cap=64)
+        elif template == "conv":
+            ordered, _ = gpu_conv_tiles(own, in_program=True)
         else:
             ordered, _ = gpu_tiles(template, own, shape)
         out.update({f"k{i}_{t}": v for t, v in ordered.items()})
@@ -168,6 +170,46 @@ def gpu_reduce_tiles(tiles: dict[str, list[int]]) -> dict[str, list[int]]:
     return out
 
 
+def gpu_rows_tiles(tiles: dict[str, list[int]], shape: dict[str, int]) -> dict[str, list[int]]:
+    """A row template's (`rowprog`, `softmax`, `rowreduce`: ROWS whole rows of BN; `rownorm`,
+    `rowlong`: ROWS rows walked in BL or BN column tiles) lists for a full-size task: the
+    most ROWS whose ROWS x (BN or BL) tile stays within FLAT_ELEMS while the M rows still
+    make MIN_PROGRAMS programs, else the fewest. The interpreter's first, up to 2^16
+    elements, spilled on sm_90 (a [4, 8192] row tile after a GEMM: 30-347 registers'
+    worth, level2/22, 84, 99; rownorm's [16, 1024]: 16 programs at level1/40's 16 rows)."""
+    col = "BN" if "BN" in tiles else "BL" if "BL" in tiles else None
+    if col is None or "ROWS" not in tiles:
+        return dict(tiles)
+    width, m = tiles[col][0], int(shape.get("M") or 0)
+    fits = [
+        r
+        for r in tiles["ROWS"]
+        if r * width <= FLAT_ELEMS and (not m or -(-m // r) >= MIN_PROGRAMS)
+    ]
+    rows = max(fits) if fits else min(tiles["ROWS"])
+    out = dict(tiles)
+    out["ROWS"] = [rows, *[r for r in tiles["ROWS"] if r != rows]]
+    return out
+
+
+def gpu_conv_tiles(
+    tiles: dict[str, list[int]], in_program: bool = False
+) -> tuple[dict[str, list[int]], dict[str, int]]:
+    """The convolution template's first policy for a full-size task: a BP x BC block of
+    128 x 128 or more (BC spans the output channels an epilogue reduces over) wants 8
+    warps (sm_90, bf16x3: 222-264 registers' worth spilled at 4, level2/32 and 91; none at
+    8); in a program, whose kernels share one num_warps, BP halves instead (64 x 128 at 4
+    warps: none)."""
+    if not {"BP", "BC"} <= set(tiles) or tiles["BP"][0] * tiles["BC"][0] < 128 * 128:
+        return dict(tiles), {}
+    if not in_program:
+        return dict(tiles), {"num_warps": 8}
+    out = dict(tiles)
+    bp = max(16, (128 * 128 // 2) // tiles["BC"][0])
+    out["BP"] = [bp, *[t for t in tiles["BP"] if t != bp]]
+    return out, {}
+
+
 def gpu_tiles(
     template: str, tiles: dict[str, list[int]], shape: dict[str, int]
 ) -> tuple[dict[str, list[int]], dict[str, int]]:
@@ -182,6 +224,10 @@ def gpu_tiles(
         return gpu_midreduce_tiles(tiles, shape), {}
     if template in ("fullreduce", "lossreduce"):
         return gpu_reduce_tiles(tiles), {}
+    if template in ("rowprog", "softmax", "rowreduce", "rownorm", "rowlong", "softmax_long"):
+        return gpu_rows_tiles(tiles, shape), {}
+    if template == "conv":
+        return gpu_conv_tiles(tiles)
     return dict(tiles), {}
 
 

@@ -1899,7 +1899,12 @@ def _trail_rows(gm, seg, inputs, result, task) -> Emission:
         vops.append(o)
     _VIRTUAL.update(virtual)
     try:
-        em = _rowprog(gm, vops, inputs, result, task, [o.kind for o in seg])
+        from argus_plugins.kernels.kernelbench.lower_more import _long_rows
+
+        # rows past LONG_ROW (a spatial mean over 2^17 positions): walked in column tiles
+        em = _long_rows(gm, vops, inputs, result, task, [o.kind for o in seg])
+        if em is None:
+            em = _rowprog(gm, vops, inputs, result, task, [o.kind for o in seg])
     finally:
         for node in virtual:
             _VIRTUAL.pop(node, None)

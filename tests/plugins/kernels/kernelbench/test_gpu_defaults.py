@@ -13,10 +13,12 @@ from argus_core.pipeline import _first
 from argus_plugins.kernels.kernelbench import fastp
 from argus_plugins.kernels.kernelbench.family import (
     MIN_PROGRAMS,
+    gpu_conv_tiles,
     gpu_flat_tiles,
     gpu_matmul_tiles,
     gpu_midreduce_tiles,
     gpu_program_tiles,
+    gpu_rows_tiles,
     gpu_tiles,
 )
 from argus_plugins.kernels.kernelbench.worker import _use_gpu
@@ -86,6 +88,29 @@ def test_a_middle_dim_reduction_walks_512_columns_and_keeps_the_grid_full():
     # 8 rows of 4095 columns: 8 programs at 512, so BC halves until 128 programs (or 32)
     few = gpu_midreduce_tiles(mid, {"M": 8 * 4095, "N": 4096, "C": 4095})
     assert few["BC"][0] == 256 and 8 * -(-4095 // 256) >= MIN_PROGRAMS
+
+
+def test_row_tiles_hold_at_most_4096_elements_and_keep_the_grid_full():
+    # a [4, 8192] softmax row tile after a GEMM spilled 347 registers' worth (level2/84)
+    rows = gpu_rows_tiles({"ROWS": [4, 1, 2, 8], "BN": [8192]}, {"M": 1024, "N": 8192})
+    assert rows["ROWS"][0] == 1 and sorted(rows["ROWS"]) == [1, 2, 4, 8]
+    # rownorm's [16, 1024]: 4 rows a program, but only 1 where 16 rows would be 1 program
+    norm = {"ROWS": [16, 8, 4, 2, 1], "BL": [1024, 256]}
+    assert gpu_rows_tiles(norm, {"M": 7168, "N": 262144})["ROWS"][0] == 4
+    assert gpu_rows_tiles(norm, {"M": 16, "N": 4194304})["ROWS"][0] == 1
+
+
+def test_a_wide_conv_block_takes_8_warps_alone_and_half_the_positions_in_a_program():
+    conv = {"BP": [128, 64, 256], "BC": [128], "BK": [32]}
+    tiles, first = gpu_conv_tiles(conv)
+    assert tiles == conv and first == {"num_warps": 8}
+    tiles, first = gpu_conv_tiles(conv, in_program=True)
+    assert tiles["BP"][0] == 64 and first == {}
+    narrow = {"BP": [128, 64], "BC": [64], "BK": [32]}
+    assert gpu_tiles("conv", narrow, {}) == (narrow, {})
+    parts = (("conv", {"M": 1 << 20, "N": 128, "K": 576}),)
+    out = gpu_program_tiles({f"k0_{k}": v for k, v in conv.items()}, parts)
+    assert out["k0_BP"][0] == 64
 
 
 def test_the_grid_puts_the_familys_first_values_first_and_ignores_values_it_lacks():
