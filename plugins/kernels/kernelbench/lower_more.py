@@ -992,7 +992,7 @@ def _long_rows(gm, ops, inputs, result, task, names) -> Emission | None:
     after the pass that folds it in; its pass is one more than the latest of the reductions
     its operand reads (softmax's max and sum are one pass, kept online); a row-shaped result
     is stored after the last pass, a full one by a last pass over the columns."""
-    kinds = (*ELEMENTWISE, *REDUCTIONS, *ROW_OPS, "getitem")
+    kinds = (*ELEMENTWISE, *REDUCTIONS, *ROW_OPS, "getitem", "matmul")
     if not ops or any(o.kind not in kinds for o in ops):
         return None
     first = ops[0].args[0] if ops[0].args else None
@@ -1000,6 +1000,14 @@ def _long_rows(gm, ops, inputs, result, task, names) -> Emission | None:
     if not full or _np2(full[-1]) <= LONG_ROW:
         return None
     rank, n = len(full), full[-1]
+
+    def matvec(op: Any) -> bool:  # A[M, K] @ b[K, 1]: each row of A dotted with b
+        a_, b_ = (op.args + [None, None])[:2]
+        return (op.kind == "matmul" and _is_node(a_) and _is_node(b_) and _shape(a_) == full
+                and rank == 2 and _shape(b_) == (n, 1))  # fmt: skip
+
+    if any(o.kind == "matmul" and not matvec(o) for o in ops):
+        return None
     rows = math.prod(full[:-1])
     if any((o.kind in REDUCTIONS or o.kind in ROW_OPS) and not _is_last_dim(o.dim, rank)
            for o in ops):  # fmt: skip
@@ -1012,7 +1020,8 @@ def _long_rows(gm, ops, inputs, result, task, names) -> Emission | None:
     shape_of: dict[Any, str] = {}  # a computed node -> "full" | "row"
     by_node = {o.node: o for o in ops}
 
-    def source(node: Any) -> tuple[str, str]:
+    def source(node: Any, column: bool = False) -> tuple[str, str]:
+        """`column`: an [n, 1] matrix read as an [n] vector (a matrix-vector product's)."""
         if node in loaded:
             return loaded[node]
         src = (
@@ -1027,7 +1036,8 @@ def _long_rows(gm, ops, inputs, result, task, names) -> Emission | None:
             nm, kind = f"x{len(params)}", "full"
             params.append(f'{nm}: al.Tensor["M", "N"]')
             binding[nm] = {**src, "view": "2d"}
-        elif sh in ((n,), (1, n)) or (len(sh) == rank and sh[-1] == n and math.prod(sh) == n):
+        elif (sh in ((n,), (1, n)) or (len(sh) == rank and sh[-1] == n and math.prod(sh) == n)
+              or (column and sh == (n, 1))):  # fmt: skip
             nm, kind = f"vec{len(params)}", "vec"
             params.append(f'{nm}: al.Tensor["N"]')
             binding[nm] = {**src, "view": "1d"}
@@ -1062,6 +1072,8 @@ def _long_rows(gm, ops, inputs, result, task, names) -> Emission | None:
             shape_of[op.node] = "full" if "full" in kinds_ else "row"
             continue
         x = op.args[0]
+        if op.kind == "matmul":
+            source(op.args[1], column=True)
         if _is_node(x) and x not in shape_of:
             source(x)
         if shape_of.get(x, "full") != "full":
@@ -1106,7 +1118,7 @@ def _long_rows(gm, ops, inputs, result, task, names) -> Emission | None:
             m, s_ = finals[node].split(",")
             text = (f"al.exp({e} - {m}[:, None]) / {s_}[:, None]" if op.kind == "softmax"
                     else f"{e} - {m}[:, None] - al.log({s_})[:, None]")  # fmt: skip
-        else:  # a reduction: its row value, known after its pass
+        else:  # a reduction (a matrix-vector product's row sums): known after its pass
             memo[node] = finals[node]
             return memo[node], "row"
         name = f"f{len(memo)}_{p}"
@@ -1121,7 +1133,8 @@ def _long_rows(gm, ops, inputs, result, task, names) -> Emission | None:
         after: list[str] = []
         memo: dict[Any, str] = {}
         for i, op in enumerate(ops):
-            if level.get(op.node) != p or op.kind not in REDUCTIONS and op.kind not in ROW_OPS:
+            if level.get(op.node) != p or (op.kind not in REDUCTIONS and op.kind not in ROW_OPS
+                                           and op.kind != "matmul"):  # fmt: skip
                 continue
             e, _ = expr(op.args[0], p, memo, loop)
             a = f"r{i}"
@@ -1150,6 +1163,8 @@ def _long_rows(gm, ops, inputs, result, task, names) -> Emission | None:
                 continue
             pw = op.params.get("p", "fro") if op.kind == "norm" else None
             term = {None: e, 1: f"al.abs({e})"}.get(pw, f"{e} * {e}")
+            if op.kind == "matmul":  # A's row tile times b's tile, summed
+                term = f"{e} * {expr(op.args[1], p, memo, loop)[0]}"
             init.append(f"    {a}_s = al.zeros((ROWS,), al.f32)\n")
             loop.append(f"        {a}_s = {a}_s + al.sum(al.where(live{p}, {term}, 0.0), 1)\n")
             if op.kind == "mean":

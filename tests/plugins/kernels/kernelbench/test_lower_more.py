@@ -117,6 +117,8 @@ TASKS = {
         "x):\n        y = torch.softmax(x, dim=-1) - torch.max(x, dim=1, keepdim=True)[0]\n"
         "        return torch.mean(y, dim=-1)",
         "[torch.randn(R, N)]"), "rowlong"),
+    "matvec_long_rows": (_task("M = 5\nK = 20000", "a, b):\n        return torch.matmul(a, b)",
+                               "[torch.randn(M, K), torch.randn(K, 1)]"), "rowlong"),
     "scale_by_number": (_task("M = 30\nN = 50", "a, s):\n        return a * s",
                               "[torch.randn(M, N), 2.5]"), "bcast"),
     "einsum_rows": (_task(
