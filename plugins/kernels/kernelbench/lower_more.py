@@ -1008,6 +1008,8 @@ def _long_rows(gm, ops, inputs, result, task, names) -> Emission | None:
 
     if any(o.kind == "matmul" and not matvec(o) for o in ops):
         return None
+    if not any(o.kind in REDUCTIONS or o.kind in ROW_OPS or o.kind == "matmul" for o in ops):
+        return None  # elementwise only: `elementwise`, `bcast`
     rows = math.prod(full[:-1])
     if any((o.kind in REDUCTIONS or o.kind in ROW_OPS) and not _is_last_dim(o.dim, rank)
            for o in ops):  # fmt: skip
