@@ -722,6 +722,13 @@ def match(gm: Any, task: str) -> Emission:
     result = output.args[0]
     # identities (clone, detach, contiguous, Dropout and Identity in eval) are aliases
     alias: dict[Any, Any] = {}
+    # a one-element tensor made while tracing (`torch.tensor(self.c)`: a `_tensor_constant`
+    # attribute of the traced module) is its number
+    for n in gm.graph.nodes:
+        if n.op == "get_attr" and str(n.target).startswith("_tensor_constant"):
+            t = getattr(gm, str(n.target), None)
+            if getattr(t, "numel", lambda: 0)() == 1 and t.device.type != "meta":
+                alias[n] = float(t.reshape(()).item())
     tuples: set[Any] = set()
     meta: set[Any] = set()
     kept = []

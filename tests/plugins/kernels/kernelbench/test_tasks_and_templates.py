@@ -326,3 +326,57 @@ def test_a_whole_tensor_mean_is_one_program_with_masked_rows_that_the_verifier_p
     unmasked = em.source.replace("al.where(r * ROWS + row < x0.shape[0], part, 0.0)", "part")
     assert unmasked != em.source
     assert _verify(unmasked, em, "mse").status == "violated"  # rows past the last summed
+
+
+CONST_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, constant_value, scaling_factor):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.constant_value = constant_value
+        self.bias = nn.Parameter(torch.randn(8, 1, 1))
+        self.scaling_factor = scaling_factor
+
+    def forward(self, x):
+        x = self.conv(x)
+        x = torch.min(x, torch.tensor(self.constant_value))
+        return (x + self.bias) * self.scaling_factor
+
+
+def get_inputs():
+    return [torch.rand(2, 3, 10, 12)]
+
+
+def get_init_inputs():
+    return [0.1, 2.0]
+"""
+
+
+def test_a_tensor_made_of_a_number_while_tracing_is_that_number(tmp_path):
+    """`torch.min(x, torch.tensor(self.c))` (level2/31): fx keeps the tensor as a
+    `_tensor_constant` attribute; the epilogue reads it as the number, and the kernel is
+    proved; (slow, below) correct in the interpreter."""
+    from argus_core.frontend import capture_task
+
+    (tmp_path / "level2").mkdir()
+    (tmp_path / "level2" / "1_conv_min_const.py").write_text(CONST_TASK)
+    gm, _ = capture_task(tasks.load_module(tasks.resolve(tmp_path, "level2/1").path), "c")
+    assert any(str(n.target).startswith("_tensor_constant") for n in gm.graph.nodes)
+    em = match.match(gm, "level2/1")
+    assert em.template == "conv" and "0.1" in em.source
+    assert "_tensor_constant" not in str(em.binding)
+    assert _verify(em.source, em, "const").status == "verified"
+
+
+@pytest.mark.slow
+def test_the_tensor_constant_task_is_correct_in_the_interpreter(tmp_path, capsys):
+    from argus_plugins.kernels.kernelbench import fastp
+
+    (tmp_path / "level2").mkdir()
+    (tmp_path / "level2" / "1_conv_min_const.py").write_text(CONST_TASK)
+    args = ["--path", str(tmp_path), "--tasks", "level2/1", "--budget", "1", "--trials", "1"]
+    assert fastp.main(args) == 0
+    assert f"{'level2/1':<12} yes" in capsys.readouterr().out
