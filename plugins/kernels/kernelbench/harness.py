@@ -76,13 +76,14 @@ def compute_guard() -> Any:
     return ComputeGuard()
 
 
-VIEWS = ("2d", "1d", "n1s", "ngsc:G", "w_conv:G", "w_convT:G", "go:G", "rows:K", "mid:D",
+VIEWS = ("2d", "1d", "n1s", "w_dw", "ngsc:G", "w_conv:G", "w_convT:G", "go:G", "rows:K", "mid:D",
          "gns:G")  # fmt: skip
 
 
 def _view(t: Any, how: str | None) -> Any:
     """The tensor as a kernel sees it; every view shares the tensor's storage (no copy):
-    "2d" rows [-1, last], "1d" flat, "n1s" [N, 1, -1]; for a convolution of G channel groups, "ngsc:G" the
+    "2d" rows [-1, last], "1d" flat, "n1s" [N, 1, -1], "w_dw" a depthwise conv weight
+    [C, 1, *k] as [taps, C]; for a convolution of G channel groups, "ngsc:G" the
     channels-last [N, G, S, C/G] of an [N, C, *S] activation (strided), "w_conv:G" a conv
     weight [OC, C/G, *k] as [taps, G, C/G, OC/G], "w_convT:G" a transposed conv's
     [C, OC/G, *k] as [taps, G, C/G, OC/G], "go:G" a per-channel vector as [G, C/G];
@@ -103,6 +104,8 @@ def _view(t: Any, how: str | None) -> Any:
         return t.reshape(math.prod(t.shape[: int(g)]), t.shape[int(g)], -1)
     if name == "gns" and g.isdigit() and int(g) > 0:  # [N, C, *S] as [G, C / G, N, S]
         return t.reshape(t.shape[0], int(g), t.shape[1] // int(g), -1).permute(1, 2, 0, 3)
+    if how == "w_dw":  # a depthwise conv weight [C, 1, *k] as [taps, C]
+        return t.reshape(t.shape[0], -1).t()
     if name in ("ngsc", "w_conv", "w_convT", "go") and g.isdigit() and int(g) > 0:
         g_ = int(g)
         if name == "ngsc":

@@ -1207,46 +1207,22 @@ def _pow2_divisor(n: int, cap: int) -> int:
     return d
 
 
-def _conv(gm, ops, inputs, result, task, names) -> Emission:
-    """nn.Conv{1,2,3}d / nn.ConvTranspose{1,2,3}d of a forward input (stride, padding,
-    dilation, groups, output_padding), then an elementwise epilogue of constants, per-channel
-    vectors ([OC], [OC, 1, ...] parameters or inputs), scalars and BatchNorm in eval."""
-    core, rest = ops[0], ops[1:]
-    mod = core.module
-    x_node = core.args[0]
-    if x_node not in inputs:
-        raise NoTemplate("the convolution's input must be a forward input")
-    transposed = core.kind == "conv_transpose"
-    if getattr(mod, "padding_mode", "zeros") != "zeros" or isinstance(mod.padding, str):
-        raise NoTemplate(f"conv padding {mod.padding!r} / mode {mod.padding_mode!r}: only "
-                         "explicit zero padding")  # fmt: skip
-    xs, ys = _shape(x_node), _shape(core.node)
-    nd = len(xs) - 2
-    if nd not in (1, 2, 3) or len(ys) != nd + 2:
-        raise NoTemplate(f"conv of a {len(xs)}-D input: only batched 1-3-D convolutions")
-    cin, cout, groups = mod.in_channels, mod.out_channels, mod.groups
-    icg, ocg = cin // groups, cout // groups
-    # spatial extents are read from the tensors (a trial may change them); the channels,
-    # kernel, stride, padding, dilation and groups are the Model's (its weights fix them)
-    ins = [f"xs.shape[{2 + j}]" for j in range(nd)]
-    outs = [f"ys.shape[{2 + j}]" for j in range(nd)]
-    ks, st, pd, dl = (
-        list(getattr(mod, a)) for a in ("kernel_size", "stride", "padding", "dilation")
-    )
-    bc = min(_np2(ocg), 64)
-    if _chan_reduces(rest, len(ys)):  # one block spans every channel
-        if groups != 1 or cout > 256:
-            raise NoTemplate(f"a reduction over the channels of a conv of {cout} channels in "
-                             f"{groups} groups: only ungrouped, at most 256 channels")  # fmt: skip
-        bc = _np2(cout)
-    bk = min(_np2(icg), 32)
-    kch = -(-icg // bk)
-    g = groups
-    binding: dict[str, dict[str, Any]] = {
-        "x": {"from": "input", "index": inputs.index(x_node), "view": f"ngsc:{g}"},
-        "w": {"from": "param", "attr": f"{core.attr}.weight",
-              "view": f"w_convT:{g}" if transposed else f"w_conv:{g}"},
-    }  # fmt: skip
+def _conv_geometry(
+    nd: int,
+    ks: list[int],
+    st: list[int],
+    pd: list[int],
+    dl: list[int],
+    ins: list[str],
+    outs: list[str],
+    transposed: bool,
+    kch: int,
+) -> tuple[list[str], list[str], str, str]:
+    """A convolution's position arithmetic: the output coordinates of each position p
+    (`coords`), and the head of its one loop over (kernel tap, channel chunk) pairs
+    (`lines`: the tap's coordinates, the input position `src` of each output position and
+    its mask `ok`); with the tap's index expression and the input position as a function
+    of an output position q (the gather's ghost)."""
     coords = []  # output coordinates of each position p (row-major over the spatial dims)
     for j in range(nd):
         inner = " * ".join(outs[j + 1 :])
@@ -1284,6 +1260,53 @@ def _conv(gm, ops, inputs, result, task, names) -> Emission:
         source_q = f"({source_q}) * {ins[j]} + {srcq[j]}"
     lines.append(f"{ind}ok = {' & '.join(ok)}\n")
     lines.append(f"{ind}src = {src}\n")
+    return coords, lines, tap, source_q
+
+
+def _conv(gm, ops, inputs, result, task, names) -> Emission:
+    """nn.Conv{1,2,3}d / nn.ConvTranspose{1,2,3}d of a forward input (stride, padding,
+    dilation, groups, output_padding), then an elementwise epilogue of constants, per-channel
+    vectors ([OC], [OC, 1, ...] parameters or inputs), scalars and BatchNorm in eval."""
+    core, rest = ops[0], ops[1:]
+    mod = core.module
+    x_node = core.args[0]
+    if x_node not in inputs:
+        raise NoTemplate("the convolution's input must be a forward input")
+    transposed = core.kind == "conv_transpose"
+    if getattr(mod, "padding_mode", "zeros") != "zeros" or isinstance(mod.padding, str):
+        raise NoTemplate(f"conv padding {mod.padding!r} / mode {mod.padding_mode!r}: only "
+                         "explicit zero padding")  # fmt: skip
+    xs, ys = _shape(x_node), _shape(core.node)
+    nd = len(xs) - 2
+    if nd not in (1, 2, 3) or len(ys) != nd + 2:
+        raise NoTemplate(f"conv of a {len(xs)}-D input: only batched 1-3-D convolutions")
+    cin, cout, groups = mod.in_channels, mod.out_channels, mod.groups
+    icg, ocg = cin // groups, cout // groups
+    # spatial extents are read from the tensors (a trial may change them); the channels,
+    # kernel, stride, padding, dilation and groups are the Model's (its weights fix them)
+    ins = [f"xs.shape[{2 + j}]" for j in range(nd)]
+    outs = [f"ys.shape[{2 + j}]" for j in range(nd)]
+    ks, st, pd, dl = (
+        list(getattr(mod, a)) for a in ("kernel_size", "stride", "padding", "dilation")
+    )
+    if groups == cin == cout and cin > 1 and not transposed and not _chan_reduces(rest, len(ys)):
+        return _dwconv(gm, ops, inputs, result, task, names)
+    bc = min(_np2(ocg), 64)
+    if _chan_reduces(rest, len(ys)):  # one block spans every channel
+        if groups != 1 or cout > 256:
+            raise NoTemplate(f"a reduction over the channels of a conv of {cout} channels in "
+                             f"{groups} groups: only ungrouped, at most 256 channels")  # fmt: skip
+        bc = _np2(cout)
+    bk = min(_np2(icg), 32)
+    kch = -(-icg // bk)
+    g = groups
+    binding: dict[str, dict[str, Any]] = {
+        "x": {"from": "input", "index": inputs.index(x_node), "view": f"ngsc:{g}"},
+        "w": {"from": "param", "attr": f"{core.attr}.weight",
+              "view": f"w_convT:{g}" if transposed else f"w_conv:{g}"},
+    }  # fmt: skip
+    coords, lines, tap, source_q = _conv_geometry(nd, ks, st, pd, dl, ins, outs, transposed, kch)
+    ind = "        "
     # ghost: row r of the gathered block is the input row of output position p[r] at this
     # tap; the verifier checks that and relabels the row p[r], so every tap's product
     # accumulates into the output element it is for
@@ -1325,6 +1348,56 @@ def _conv(gm, ops, inputs, result, task, names) -> Emission:
              "BC": [bc], "BK": [bk]}  # fmt: skip
     shape = {"M": ys[0] * p, "N": cout, "K": icg * math.prod(ks)}
     return Emission("conv", source, ENTRY, tiles, binding, shape, names)
+
+
+def _dwconv(gm, ops, inputs, result, task, names) -> Emission:
+    """A depthwise nn.Conv{1,2,3}d (groups = in = out channels) and its elementwise
+    epilogue: the `dwconv` template, a direct convolution over [BP, BC] blocks of positions
+    x channels (each tap's gathered input block times the tap's weight per channel)."""
+    core, rest = ops[0], ops[1:]
+    mod = core.module
+    x_node = core.args[0]
+    xs, ys = _shape(x_node), _shape(core.node)
+    nd = len(xs) - 2
+    c = mod.in_channels
+    ins = [f"xs.shape[{2 + j}]" for j in range(nd)]
+    outs = [f"ys.shape[{2 + j}]" for j in range(nd)]
+    ks, st, pd, dl = (
+        list(getattr(mod, a)) for a in ("kernel_size", "stride", "padding", "dilation")
+    )
+    coords, lines, tap, source_q = _conv_geometry(nd, ks, st, pd, dl, ins, outs, False, 1)
+    ind = "        "
+    # ghost, as the conv template's: row r of the gathered block is the input row of output
+    # position p[r] at this tap, so each tap's product adds into the element it is for
+    lines.append(f"{ind}a = al.rows_for(al.load(x[pz, 0].rows(src).tile(BC)[pc], mask=ok), p, "
+                 f"lambda q: {source_q})\n")  # fmt: skip
+    lines.append(f"{ind}b = al.load(w[{tap}].tile(BC)[pc]).to(al.f32)\n")
+    lines.append(f"{ind}acc = acc + a.to(al.f32) * b[None, :]\n")
+    binding: dict[str, dict[str, Any]] = {
+        "x": {"from": "input", "index": inputs.index(x_node), "view": "ngsc:1"},
+        "w": {"from": "param", "attr": f"{core.attr}.weight", "view": "w_dw"},
+    }
+    epilogue, more, y_param, y_view, vec_params, _ = _chan_epilogue(
+        gm, core.node, rest, inputs, result, ys, c, 1, binding,
+        f"{core.attr}.bias" if mod.bias is not None else None,
+    )  # fmt: skip
+    facts = ["x.shape[1].eq(1)", f"x.shape[3].eq({c})", f"xs.shape[1].eq({c})",
+             f"ys.shape[1].eq({c})", f"w.shape[0].eq({math.prod(ks)})", f"w.shape[1].eq({c})"]  # fmt: skip
+    coords = [f"    al.requires({f})\n" for f in facts] + more + coords
+    binding["xs"] = {"from": "input", "index": inputs.index(x_node)}  # its extents only
+    geometry = ", ".join(f"k{ks[j]} s{st[j]} p{pd[j]} d{dl[j]}" for j in range(nd))
+    source = _fill(
+        "dwconv", TASK=task, WHAT=" -> ".join(names), KIND=type(mod).__name__, ENTRY=ENTRY,
+        GEOMETRY=geometry, VEC_PARAMS=vec_params, XS=", ".join(f'"I{j}"' for j in range(nd)),
+        YS=", ".join(f'"O{j}"' for j in range(nd)), COORDS="".join(coords), C=str(c),
+        LOOPS="".join(lines), EPILOGUE="".join(epilogue), Y_PARAM=y_param, Y_VIEW=y_view,
+        P=" * ".join(outs),
+    )  # fmt: skip
+    p = math.prod(ys[2:])
+    tiles = {"BP": [t for t in (128, 64, 256, 32, 512) if t <= _np2(p)] or [16],
+             "BC": [t for t in (16, 32, 64) if t <= _np2(c)] or [16]}  # fmt: skip
+    shape = {"M": ys[0] * p, "N": c, "K": math.prod(ks)}
+    return Emission("dwconv", source, ENTRY, tiles, binding, shape, names)
 
 
 def _chan_reduces(ops: list[Op], rank: int) -> bool:

@@ -75,6 +75,9 @@ TASKS = {  # name -> task source (level1/<index + 1>)
     "conv_min_nokeepdim": _task(
         "N = 2\nC = 3\nOC = 8", "        self.conv = nn.Conv2d(C, OC, 3)\n",
         "x):\n        return torch.min(self.conv(x), dim=1)[0]", "[torch.rand(N, C, 9, 10)]"),
+    # level1/4's K with two columns: the matmul template (a matrix-vector product is rowlong's)
+    "matmul_long_k": _task("M = 2048\nK = 1048576", "", "a, b):\n        return torch.matmul(a, b)",
+                           "[torch.rand(M, K), torch.rand(K, 2)]"),
 }  # fmt: skip
 
 
@@ -116,10 +119,11 @@ def _sequential_fp32(p: np.ndarray) -> np.ndarray:
 
 
 def test_the_matmul_template_sums_k_in_chunks_and_the_order_is_within_tolerance(task_dir):
-    """The emitted GEMM (level1/4's sizes) sums each chunk of K into its own accumulator;
-    emulating the GPU's order, the chunked sum meets rtol 1e-4 where one accumulator over
-    2^20 products of U(0, 1) numbers does not (2048 of 2048 wrong on the H200)."""
-    em = _emission(task_dir, "matvec_full")
+    """The emitted GEMM (level1/4's K, two columns) sums each chunk of K into its own
+    accumulator; emulating the GPU's order, the chunked sum meets rtol 1e-4 where one
+    accumulator over 2^20 products of U(0, 1) numbers does not (2048 of 2048 wrong on the
+    H200, level1/4 through this template)."""
+    em = _emission(task_dir, "matmul_long_k")
     assert em.template == "matmul" and em.shape["K"] == 2**20
     assert "part = al.dot(x, y, part)" in em.source and "acc = acc + part" in em.source
     chunk = int(re.search(r"al\.cdiv\(a\.shape\[1\], (\d+)\)", em.source).group(1))
@@ -138,6 +142,25 @@ def test_the_matmul_template_sums_k_in_chunks_and_the_order_is_within_tolerance(
                                          for j in range(0, k, chunk)]))  # fmt: skip
     assert (np.abs(one - exact) > tol).all()  # the accumulator drifts past the tolerance
     assert (np.abs(chunked - exact) < tol / 50).all()
+
+
+def test_a_matrix_vector_product_sums_tiles_then_at_most_256_tile_sums(task_dir):
+    """level1/4 itself (b is [K, 1]) is a rowlong kernel: each 4096-column tile of a row
+    reduced as a tree (`al.sum`), the 256 tile sums added in order; emulated, within the
+    tolerance by a margin, where one sequential accumulator is not."""
+    em = _emission(task_dir, "matvec_full")
+    assert em.template == "rowlong" and em.binding["vec0"]["view"] == "1d"
+    assert "al.sum(al.where(live1, x1_1 * vec0_1, 0.0), 1)" in em.source
+    report = _verify(em.source, em, em.entry)
+    assert report.status == "verified", report.summary
+    rng = np.random.default_rng(0)
+    k, r, bn = 2**20, 8, em.tiles["BN"][0]
+    p = rng.random((k, r), dtype=np.float32) * rng.random((k, 1), dtype=np.float32)
+    exact = p.astype(np.float64).sum(0)
+    tol = 1e-4 + 1e-4 * exact
+    tiles = np.stack([p[j : j + bn].sum(0, dtype=np.float32) for j in range(0, k, bn)])
+    assert (np.abs(_sequential_fp32(p) - exact) > tol).all()
+    assert (np.abs(_sequential_fp32(tiles) - exact) < tol / 50).all()
 
 
 def test_a_planted_chunk_bound_is_a_counterexample(task_dir):

@@ -56,7 +56,7 @@ def _emission(key: str) -> match.Emission:
      ("level1/15", "midreduce"), ("level1/16", "midreduce"), ("level2/5", "matmul_rows"),
      ("level2/6", "matmul_rows"), ("level2/7", "matmul"), ("level2/8", "matmul_rows"),
      ("level2/9", "matmul"), ("level2/10", "matmul"), ("level1/17", "conv"), ("level1/18", "conv"),
-     ("level1/19", "conv"), ("level2/2", "conv"), ("level2/11", "conv"), ("level1/20", "chanprog"),
+     ("level1/19", "dwconv"), ("level2/2", "conv"), ("level2/11", "conv"), ("level1/20", "chanprog"),
      ("level2/13", "conv"), ("level1/21", "pool"), ("level1/22", "pool"),
      ("level1/23", "midreduce")],
 )  # fmt: skip
@@ -278,7 +278,7 @@ def test_harness_views_share_storage_and_name_the_valid_views():
     assert wv.shape == (12, 3, 2, 2) and wv[5, 2, 1, 0] == w[2 * 2 + 0, 1, 1, 1]
     wt = torch.randn(6, 2, 3)  # transposed conv weight [C, OC/G, k], 3 groups
     assert harness._view(wt, "w_convT:3")[2, 1, 1, 0] == wt[1 * 2 + 1, 0, 2]
-    with pytest.raises(ValueError, match="view .nchw.; valid: 2d, 1d, n1s, ngsc:G, w_conv:G"):
+    with pytest.raises(ValueError, match="view .nchw.; valid: 2d, 1d, n1s, w_dw, ngsc:G, w_conv:G"):
         harness._view(x, "nchw")
 
 
@@ -380,3 +380,60 @@ def test_the_tensor_constant_task_is_correct_in_the_interpreter(tmp_path, capsys
     args = ["--path", str(tmp_path), "--tasks", "level2/1", "--budget", "1", "--trials", "1"]
     assert fastp.main(args) == 0
     assert f"{'level2/1':<12} yes" in capsys.readouterr().out
+
+
+DEPTHWISE_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, (3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2),
+                              groups=c)
+
+    def forward(self, x):
+        return torch.clamp(self.conv(x), 0.0, 6.0) * 0.5
+
+
+def get_inputs():
+    return [torch.randn(2, 20, 17, 19)]
+
+
+def get_init_inputs():
+    return [20]
+"""
+
+
+def test_a_depthwise_conv_is_a_direct_convolution_without_a_matrix_instruction(tmp_path):
+    """groups = in = out channels: the GEMM of one channel a group used 1 of every 16
+    columns of its tiles (level1/82-85: 0.04-0.05x eager on the H200, 2026-12-02)."""
+    from argus_core.frontend import capture_task
+
+    (tmp_path / "level1").mkdir()
+    (tmp_path / "level1" / "1_dw.py").write_text(DEPTHWISE_TASK)
+    gm, _ = capture_task(tasks.load_module(tasks.resolve(tmp_path, "level1/1").path), "dw")
+    em = match.match(gm, "level1/1")
+    assert em.template == "dwconv" and "al.dot" not in em.source
+    assert em.binding["w"] == {"from": "param", "attr": "conv.weight", "view": "w_dw"}
+    assert em.binding["x"]["view"] == "ngsc:1" and em.binding["y"]["view"] == "ngsc:1"
+    assert _verify(em.source, em, "dw").status == "verified"
+    # a planted bug: every channel block reads channel block 0's weights
+    bad = em.source.replace("w[kk].tile(BC)[pc]", "w[kk].tile(BC)[0]")
+    assert bad != em.source
+    assert _verify(bad, em, "dw").status == "violated"
+    # another: the gathered rows of the tap before (wrong input position)
+    wrong = em.source.replace("(t1 * 2 - 2)", "(t1 * 2 - 1)", 1)
+    assert wrong != em.source
+    assert _verify(wrong, em, "dw").status == "violated"
+
+
+def test_the_depthwise_weight_view_is_taps_by_channels_sharing_storage():
+    import torch
+
+    from argus_plugins.kernels.kernelbench import harness
+
+    w = torch.randn(20, 1, 3, 2)
+    v = harness._view(w, "w_dw")
+    assert v.shape == (6, 20) and v.data_ptr() == w.data_ptr()
+    assert torch.equal(v[4], w[:, 0, 2, 0])  # tap (2, 0) of every channel
