@@ -32,6 +32,7 @@ from argus_plugins.kernels.kernelbench.match import (
     ELEMENTWISE,
     ENTRY,
     REDUCTIONS,
+    ROW_LOWERINGS,
     ROW_OPS,
     Emission,
     NoTemplate,
@@ -1203,6 +1204,10 @@ def _long_rows(gm, ops, inputs, result, task, names) -> Emission | None:
                 BODY="".join(body).rstrip("\n"))  # fmt: skip
     tiles = {"ROWS": [1, 2, 4], "BN": [4096, 2048, 8192]}
     return Emission("rowlong", src, ENTRY, tiles, binding, {"M": rows, "N": n}, names)
+
+
+if _long_rows not in ROW_LOWERINGS:
+    ROW_LOWERINGS.append(_long_rows)
 
 
 def _flat_dims(flip: Any) -> list[Any]:

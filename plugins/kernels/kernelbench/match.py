@@ -37,6 +37,11 @@ from argus_core.errors import ConfigError
 LOWERINGS: list[Callable[..., Any]] = []
 
 
+# lowerings of a row program's ops that `_trail_rows` tries before `_rowprog` (lower_more's
+# long rows), `f(gm, ops, inputs, result, task, names) -> Emission | None`
+ROW_LOWERINGS: list[Callable[..., Any]] = []
+
+
 def register(lowering: Callable[..., Any]) -> Callable[..., Any]:
     """Add a lowering `f(gm, ops, inputs, result, task, names) -> Emission | None`."""
     if lowering not in LOWERINGS:
@@ -1979,10 +1984,11 @@ def _trail_rows(gm, seg, inputs, result, task) -> Emission:
         vops.append(o)
     _VIRTUAL.update(virtual)
     try:
-        from argus_plugins.kernels.kernelbench.lower_more import _long_rows
-
-        # rows past LONG_ROW (a spatial mean over 2^17 positions): walked in column tiles
-        em = _long_rows(gm, vops, inputs, result, task, [o.kind for o in seg])
+        # rows past lower_more's LONG_ROW (a spatial mean over 2^17 positions): its long-row
+        # lowering walks them in column tiles (registered there: no import of it here)
+        em = None
+        for lowering in ROW_LOWERINGS:
+            em = em or lowering(gm, vops, inputs, result, task, [o.kind for o in seg])
         if em is None:
             em = _rowprog(gm, vops, inputs, result, task, [o.kind for o in seg])
     finally:
