@@ -177,6 +177,10 @@ def test_ctrl_c_marks_the_run_killed_keeps_its_candidates_and_stops_the_sweep(tm
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches
+        # SIGINT as a foreground process has it: an ignored SIGINT is inherited through
+        # exec, and Python then installs no KeyboardInterrupt (twice in the full suite the
+        # child ended 0 with nothing on stderr: a disposition the pytest worker had taken)
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 240
