@@ -1222,12 +1222,13 @@ def _conv_geometry(
     outs: list[str],
     transposed: bool,
     kch: int,
+    chunks: bool = True,
 ) -> tuple[list[str], list[str], str, str]:
     """A convolution's position arithmetic: the output coordinates of each position p
     (`coords`), and the head of its one loop over (kernel tap, channel chunk) pairs
     (`lines`: the tap's coordinates, the input position `src` of each output position and
-    its mask `ok`); with the tap's index expression and the input position as a function
-    of an output position q (the gather's ghost)."""
+    its mask `ok`; `chunks`: the channel chunk `k` too); with the tap's index expression and
+    the input position as a function of an output position q (the gather's ghost)."""
     coords = []  # output coordinates of each position p (row-major over the spatial dims)
     for j in range(nd):
         inner = " * ".join(outs[j + 1 :])
@@ -1237,7 +1238,8 @@ def _conv_geometry(
     ind = "        "
     lines = [f"    for kk in al.range({math.prod(ks) * kch}):\n"]
     tap = f"kk // {kch}" if kch > 1 else "kk"
-    lines.append(f"{ind}k = kk % {kch}\n" if kch > 1 else f"{ind}k = 0\n")
+    if chunks:
+        lines.append(f"{ind}k = kk % {kch}\n" if kch > 1 else f"{ind}k = 0\n")
     for j in range(nd):
         inner_k = math.prod(ks[j + 1 :])
         e = f"({tap}) // {inner_k}" if inner_k > 1 else f"({tap})"
@@ -1370,7 +1372,9 @@ def _dwconv(gm, ops, inputs, result, task, names) -> Emission:
     ks, st, pd, dl = (
         list(getattr(mod, a)) for a in ("kernel_size", "stride", "padding", "dilation")
     )
-    coords, lines, tap, source_q = _conv_geometry(nd, ks, st, pd, dl, ins, outs, False, 1)
+    coords, lines, tap, source_q = _conv_geometry(
+        nd, ks, st, pd, dl, ins, outs, False, 1, chunks=False
+    )
     ind = "        "
     # ghost, as the conv template's: row r of the gathered block is the input row of output
     # position p[r] at this tap, so each tap's product adds into the element it is for
@@ -1653,31 +1657,11 @@ def _pool(gm, ops, inputs, result, task, names) -> Emission:
         bc = _np2(cout)
     ins = [f"xs.shape[{2 + j}]" for j in range(nd)]
     outs = [f"ys.shape[{2 + j}]" for j in range(nd)]
-    coords = []
-    for j in range(nd):
-        inner = " * ".join(outs[j + 1 :])
-        e = f"p // ({inner})" if inner else "p"
-        coords.append(f"    o{j} = {e} % {outs[j]}\n" if j else f"    o{j} = {e}\n")
+    coords, lines, _, source_q = _conv_geometry(
+        nd, ks, st, pd, dl, ins, outs, False, 1, chunks=False
+    )
     ind = "        "
-    lines = [f"    for kk in al.range({math.prod(ks)}):\n"]
-    ok, srcq = ["inrow"], []
-    for j in range(nd):
-        inner_k = math.prod(ks[j + 1 :])
-        e = f"kk // {inner_k}" if inner_k > 1 else "kk"
-        lines.append(f"{ind}t{j} = ({e}) % {ks[j]}\n" if j else f"{ind}t{j} = {e}\n")
-        lines.append(f"{ind}s{j} = o{j} * {st[j]} + (t{j} * {dl[j]} - {pd[j]})\n")
-        ok += [f"(s{j} >= 0)", f"(s{j} < {ins[j]})"]
-        inner = " * ".join(outs[j + 1 :])
-        oq = f"(q // ({inner}))" if inner else "q"
-        oq = f"({oq} % {outs[j]})" if j else oq
-        srcq.append(f"({oq} * {st[j]} + (t{j} * {dl[j]} - {pd[j]}))")
-    src, source_q = "s0", srcq[0]
-    for j in range(1, nd):
-        src = f"({src}) * {ins[j]} + s{j}"
-        source_q = f"({source_q}) * {ins[j]} + {srcq[j]}"
     neutral = 'float("-inf")' if is_max else "0.0"
-    lines.append(f"{ind}ok = {' & '.join(ok)}\n")
-    lines.append(f"{ind}src = {src}\n")
     lines.append(f"{ind}a = al.rows_for(al.load(x[pz, 0].rows(src).tile(BC)[pc], mask=ok, "
                  f"other={neutral}).to(al.f32), p, lambda q: {source_q})\n")  # fmt: skip
     lines.append(f"{ind}acc = " + ("al.maximum(acc, a)\n" if is_max else "acc + a\n"))
