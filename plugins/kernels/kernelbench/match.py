@@ -1297,7 +1297,7 @@ def _conv(gm, ops, inputs, result, task, names) -> Emission:
         list(getattr(mod, a)) for a in ("kernel_size", "stride", "padding", "dilation")
     )
     if groups == cin == cout and cin > 1 and not transposed and not _chan_reduces(rest, len(ys)):
-        return _dwconv(gm, ops, inputs, result, task, names)
+        return _dwconv(gm, ops, inputs, result, task, names, (ks, st, pd, dl, ins, outs))
     bc = min(_np2(ocg), 64)
     if _chan_reduces(rest, len(ys)):  # one block spans every channel
         if groups != 1 or cout > 256:
@@ -1357,21 +1357,18 @@ def _conv(gm, ops, inputs, result, task, names) -> Emission:
     return Emission("conv", source, ENTRY, tiles, binding, shape, names)
 
 
-def _dwconv(gm, ops, inputs, result, task, names) -> Emission:
+def _dwconv(gm, ops, inputs, result, task, names, geometry_of: tuple) -> Emission:
     """A depthwise nn.Conv{1,2,3}d (groups = in = out channels) and its elementwise
     epilogue: the `dwconv` template, a direct convolution over [BP, BC] blocks of positions
-    x channels (each tap's gathered input block times the tap's weight per channel)."""
+    x channels (each tap's gathered input block times the tap's weight per channel).
+    `geometry_of`: `_conv`'s (kernel, stride, padding, dilation, input and output extents)."""
     core, rest = ops[0], ops[1:]
     mod = core.module
     x_node = core.args[0]
     xs, ys = _shape(x_node), _shape(core.node)
     nd = len(xs) - 2
     c = mod.in_channels
-    ins = [f"xs.shape[{2 + j}]" for j in range(nd)]
-    outs = [f"ys.shape[{2 + j}]" for j in range(nd)]
-    ks, st, pd, dl = (
-        list(getattr(mod, a)) for a in ("kernel_size", "stride", "padding", "dilation")
-    )
+    ks, st, pd, dl, ins, outs = geometry_of
     coords, lines, tap, source_q = _conv_geometry(
         nd, ks, st, pd, dl, ins, outs, False, 1, chunks=False
     )

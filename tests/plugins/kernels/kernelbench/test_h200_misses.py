@@ -13,13 +13,9 @@ size this machine can run:
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import pickle
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +27,7 @@ from argus_plugins.backends.mi300x.spec import MI300X
 from argus_plugins.dsl.tile.frontend import TileFrontend
 from argus_plugins.kernels.kernelbench import harness, match, tasks
 from argus_plugins.verifiers.smt import SmtVerifier
+from tests.plugins.kernels.kernelbench.test_lower_more import interpret_plan
 
 TEMPLATES = Path(match.__file__).parent / "templates"
 HEAD = "import torch\nimport torch.nn as nn\n\n"
@@ -290,13 +287,7 @@ def test_the_fixed_kernels_are_correct_in_the_interpreter(task_dir, tmp_path):
         plan[name] = {"path": str(_path(task_dir, name)), "lowered": lowered,
                       "binding": em.binding, "tiles": tiles, "limit": limit}  # fmt: skip
     assert _emission(task_dir, "softmax_long").template == "softmax_long"
-    pkl = tmp_path / "plan.pkl"
-    pkl.write_bytes(pickle.dumps(plan))
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(pkl)], env=env, capture_output=True,
-                          text=True, timeout=900)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    results = interpret_plan(CHILD, plan, tmp_path, timeout=900)
     for name in INTERP:
         assert results[name], name
         for shape, ok, err in results[name]:

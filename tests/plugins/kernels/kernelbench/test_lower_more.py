@@ -286,6 +286,18 @@ print(json.dumps(out))
 """
 
 
+def interpret_plan(child: str, plan: dict, tmp_path: Path, timeout: int = 600) -> dict:
+    """`child`'s JSON (its last stdout line), run on the pickled `plan` in a process of its
+    own with TRITON_INTERPRET=1 (which must not be set where kernels cross-compile)."""
+    pkl = tmp_path / "plan.pkl"
+    pkl.write_bytes(pickle.dumps(plan))
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", child, str(pkl)], env=env, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 @pytest.mark.slow
 def test_every_lowering_is_correct_in_the_interpreter_at_two_sizes(task_dir, tmp_path):
     """Each emitted kernel, lowered for the interpreter, against the Model on fresh inputs
@@ -303,13 +315,7 @@ def test_every_lowering_is_correct_in_the_interpreter_at_two_sizes(task_dir, tmp
         low = interp.lower(ir, Policy(tiles), {"dtype": "fp32"})
         plan[key] = {"path": str(path), "lowered": low.to_dict(), "binding": em.binding,
                      "tiles": tiles}  # fmt: skip
-    pkl = tmp_path / "plan.pkl"
-    pkl.write_bytes(pickle.dumps(plan))
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(pkl)], env=env, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    results = interpret_plan(CHILD, plan, tmp_path, timeout=600)
     for key in ALL:
         assert results[key], key
         for shape, ok, err, timed in results[key]:

@@ -7,11 +7,6 @@ the interpreter, with programs that own several row blocks and programs that own
 
 from __future__ import annotations
 
-import json
-import os
-import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +19,7 @@ from argus_plugins.kernels.kernelbench import match, tasks
 from argus_plugins.kernels.kernelbench.family import gpu_reduce_tiles
 from argus_plugins.verifiers.smt import SmtVerifier
 from tests.plugins.kernels.kernelbench.test_lower_more import TASKS as LOWER_MORE
-from tests.plugins.kernels.kernelbench.test_lower_more import _task
+from tests.plugins.kernels.kernelbench.test_lower_more import _task, interpret_plan
 
 # name -> task source; sizes so that 8 programs of 2-row blocks get 0 to 3 blocks each
 SPLIT = {
@@ -196,13 +191,7 @@ def test_split_reductions_are_correct_in_the_interpreter_at_two_sizes(task_dir, 
             lowered.append(interp.lower(ir, Policy(own), {"dtype": "fp32"}).to_dict())
         plan[key] = {"path": str(_path(task_dir, key)), "lowered": lowered,
                      "binding": sp.binding, "tiles": tiles}  # fmt: skip
-    pkl = tmp_path / "plan.pkl"
-    pkl.write_bytes(pickle.dumps(plan))
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(pkl)], env=env, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads(proc.stdout.strip().splitlines()[-1])
+    results = interpret_plan(CHILD, plan, tmp_path, timeout=600)
     for key in SPLIT:
         assert results[key], key
         for shape, ok, err in results[key]:
