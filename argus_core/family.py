@@ -78,6 +78,12 @@ class FamilyBase:
         """Element dtypes of kernel tensors that do not follow the run's dtype: none."""
         return {}
 
+    def unit_strides(self, entry: str) -> dict[str, int | None]:
+        """Kernel `entry`'s tensors bound with their stride-1 dim elsewhere than last (a
+        permuted view), tensor -> that dim (None: none has stride 1): none, every tensor
+        is contiguous. A cross-compile specializes strides by it (`LoweredKernel.unit_stride`)."""
+        return {}
+
     def program(
         self,
         launch: Callable[[str, dict[str, Any]], None],

@@ -200,6 +200,8 @@ class Stages:
                 lowered = [
                     backend.lower(ir, pol, self._lowering_facts()) for ir, pol in zip(irs, policies)
                 ]
+                for k, entry in zip(lowered, entries):  # strides as the family binds them
+                    k.unit_stride = dict(family.unit_strides(entry))
             except ArgusError as exc:
                 res.failure = f"lower: {exc}"
                 return

@@ -195,6 +195,10 @@ class KernelFamily(Protocol):
     def tensor_dtypes(self, dtype: str) -> dict[str, str]:
         """Element dtypes of the kernels' tensors that do not follow the run's dtype."""
 
+    def unit_strides(self, entry: str) -> dict[str, int | None]:
+        """Kernel `entry`'s tensors whose stride-1 dim is not their last, tensor -> that dim
+        (None: no dim has stride 1); empty where every tensor is contiguous."""
+
     def program(
         self,
         launch: Callable[[str, dict[str, Any]], None],

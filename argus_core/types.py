@@ -123,6 +123,11 @@ class LoweredKernel:
     # offsets computed in 64 bits (every shape and stride cast to int64 on entry): a tensor
     # may hold 2^31 elements or more; otherwise the offsets are int32
     wide_offsets: bool = False
+    # tensors whose stride-1 dim is not their last (a permuted view: a conv's channels-last
+    # input, its weight), tensor -> that dim, None where no dim has stride 1; what the
+    # family binds (`KernelFamily.unit_strides`). A cross-compile specializes strides by it
+    # as the runtime JIT does by the strides it is given
+    unit_stride: dict[str, int | None] = field(default_factory=dict)
 
     def signature(self, dtypes: dict[str, str] | None = None) -> dict[str, str]:
         """Triton signature for `triton.compile`: '*bf16', 'i32' or 'constexpr' per param."""
@@ -148,6 +153,7 @@ class LoweredKernel:
             "constexprs": dict(self.constexprs),
             "tma_tensors": list(self.tma_tensors),
             "wide_offsets": self.wide_offsets,
+            "unit_stride": dict(self.unit_stride),
         }
 
     @classmethod
@@ -161,6 +167,7 @@ class LoweredKernel:
             dict(d.get("constexprs", {})),
             list(d.get("tma_tensors", [])),
             bool(d.get("wide_offsets", False)),
+            dict(d.get("unit_stride", {})),
         )
 
 

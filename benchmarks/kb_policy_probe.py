@@ -86,6 +86,8 @@ def probe(args: argparse.Namespace, task: str) -> list[dict]:
             lowered = [
                 backend.lower(ir, pol, stages._lowering_facts()) for ir, pol in zip(irs, pols)
             ]
+            for k, entry in zip(lowered, entries):  # strides as the family binds them
+                k.unit_stride = dict(family.unit_strides(entry))
             dtypes = _tensor_dtypes(family, cfg.kernel.dtype, irs)
             comps = [backend.compile(k, dtypes, pol) for k, pol in zip(lowered, pols)]
             bad = next((c for c in comps if not c.ok), None)

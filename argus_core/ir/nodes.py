@@ -157,12 +157,15 @@ class Full(Op):
 @dataclass(eq=False)
 class Load(Op):
     """Loads `view`; elements where `mask` is false read `other`. The result's built-in tag
-    is the view's coordinates."""
+    is the view's coordinates. `along`: the tile dim whose neighbouring elements go to
+    neighbouring lanes (a layout hint for the lowering, no meaning to the verifier); None
+    leaves it to the compiler (the last dim where nothing is known)."""
 
     out: Value
     view: View
     mask: Expr | None
     other: float
+    along: int | None = None
     kind = "load"
 
 

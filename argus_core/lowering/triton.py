@@ -215,10 +215,12 @@ class TritonEmitter:
         self.used.add(name)
 
     # expressions ---------------------------------------------------------------------
-    def expr(self, e: Any, shape: tuple | None = None) -> str:
+    def expr(self, e: Any, shape: tuple | None = None, dims: tuple[int, ...] | None = None) -> str:
         """Source of a scalar or element-indexed expression. Element symbols of a tile of
-        `shape` become broadcast aranges."""
+        `shape` become broadcast aranges. `dims`: the tile's dims in the order the source
+        lays them out (a permuted tile, `load(along=)`); None keeps the tile's order."""
         rank = len(shape) if shape else 0
+        at = {d: k for k, d in enumerate(dims)} if dims else {d: d for d in range(rank)}
 
         def name_of(s: Sym) -> str:
             if s.kind == "elem":
@@ -228,15 +230,17 @@ class TritonEmitter:
                 ar = f"tl.arange(0, {self.expr(shape[axis])})"
                 if rank == 1:
                     return ar
-                idx = ", ".join(":" if d == axis else "None" for d in range(rank))
+                idx = ", ".join(":" if d == at[axis] else "None" for d in range(rank))
                 return f"{ar}[{idx}]"
             if s.name == "program_id_0":
                 return self.pid
             if isinstance(s, TileElem):
                 name = self.name(s.value)
-                if s.axis is None or rank <= 1:
+                if rank <= 1:
                     return name
-                idx = ", ".join(":" if d == s.axis else "None" for d in range(rank))
+                if s.axis is None:  # a tile of the full shape
+                    return f"tl.permute({name}, {tuple(dims)})" if dims else name
+                idx = ", ".join(":" if d == at[s.axis] else "None" for d in range(rank))
                 return f"{name}[{idx}]"
             return s.name
 
@@ -301,13 +305,24 @@ def full(em: TritonEmitter, op: Full, ind: int) -> None:
 
 
 def load_text(em: TritonEmitter, op: Load) -> str:
-    """`out = tl.load(pointer, mask=..., other=...)` through the view's pointers."""
+    """`out = tl.load(pointer, mask=..., other=...)` through the view's pointers. A load
+    `along` dim d is made with d last (Triton gives the last dim of a tile whose addresses
+    it cannot prove contiguous to neighbouring lanes) and permuted back."""
+    shape = op.view.shape
+    dims = None
+    if op.along is not None and op.along != len(shape) - 1:
+        dims = tuple(d for d in range(len(shape)) if d != op.along) + (op.along,)
     mask = (
-        f", mask={em.expr(op.mask, op.view.shape)}, other={float_literal(op.other)}"
+        f", mask={em.expr(op.mask, shape, dims)}, other={float_literal(op.other)}"
         if op.mask is not None
         else ""
     )
-    return f"{em.name(op.out)} = tl.load({em.pointer(op.view)}{mask})"
+    pointer = f"{op.view.tensor.name} + ({em.expr(op.view.offset, shape, dims)})"
+    text = f"tl.load({pointer}{mask})"
+    if dims is not None:
+        back = tuple(dims.index(d) for d in range(len(shape)))
+        text = f"tl.trans({text})" if len(shape) == 2 else f"tl.permute({text}, {back})"
+    return f"{em.name(op.out)} = {text}"
 
 
 def load(em: TritonEmitter, op: Load, ind: int) -> None:

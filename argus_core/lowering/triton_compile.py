@@ -86,11 +86,18 @@ def specialized_signature(
 
 
 def _innermost_dims(lowered: LoweredKernel) -> dict[str, int]:
-    """Per tensor, the highest dim any parameter binds: contiguous tensors have stride 1 there."""
+    """Per tensor, its dim of stride 1: the highest dim any parameter binds (contiguous
+    tensors have stride 1 there), or the one `lowered.unit_stride` names (a permuted view;
+    absent where it has none)."""
     dims: dict[str, int] = {}
     for p in lowered.params:
         if p.kind == "int" and p.binding[0] in ("shape", "stride"):
             dims[p.binding[1]] = max(dims.get(p.binding[1], -1), int(p.binding[2]))
+    for tensor, dim in lowered.unit_stride.items():
+        if dim is None:
+            dims.pop(tensor, None)
+        else:
+            dims[tensor] = int(dim)
     return dims
 
 

@@ -362,15 +362,38 @@ def load_scalar(tensor: TensorArg, *index: IntLike) -> Sym:
 
 
 def load(
-    view: TileView, mask: Expr | None = None, other: float = 0.0, boundary: bool = True
+    view: TileView,
+    mask: Expr | None = None,
+    other: float = 0.0,
+    boundary: bool = True,
+    along: int | None = None,
 ) -> Tile:
     """Read a tile. With `boundary` (the default) elements outside the tensor are masked
-    (they read `other`); `mask` adds a condition of your own."""
+    (they read `other`); `mask` adds a condition of your own. `along=d` spreads neighbouring
+    elements of dim d over neighbouring lanes: for a gather whose addresses the compiler
+    cannot see are contiguous (rows picked by computed indices), name the dim along which
+    memory is contiguous so the loads coalesce. A layout choice only: the tile's values
+    are the same."""
     v = views.tile_view(view, "load").view
+    if along is not None and (
+        isinstance(along, bool) or not isinstance(along, int) or not 0 <= along < len(v.shape)
+    ):
+        raise tracer.fail(
+            f"load along={along!r}: a dim of the {len(v.shape)}-D tile "
+            f"({', '.join(map(str, builtins.range(len(v.shape))))}) or None"
+        )
     m = land(v.in_bounds if boundary else None, _mask_expr(mask, v))
     out = tiles.new_value(v.shape, f"like:{v.tensor.name}")
+    last = along is None or along == len(v.shape) - 1  # the compiler's own default
     tracer.state().emit(
-        Load(tracer.point("load"), out, v, None if m == as_expr(1) else m, float(other))
+        Load(
+            tracer.point("load"),
+            out,
+            v,
+            None if m == as_expr(1) else m,
+            float(other),
+            None if last else along,
+        )
     )
     return Tile(out)
 

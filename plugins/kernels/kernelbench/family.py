@@ -24,7 +24,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from argus_core.errors import ConfigError
+from argus_core.errors import ConfigError, choices_error
 from argus_core.evaluate.check import CandidateKind, CheckRun
 from argus_core.family import FamilyBase
 from argus_core.frontend import CaptureError, capture_task
@@ -86,12 +86,20 @@ def gpu_matmul_tiles(
 
 def gpu_program_tiles(
     tiles: dict[str, list[int]], parts: tuple[tuple[str, dict[str, int]], ...]
-) -> dict[str, list[int]]:
-    """A program's tile lists for a full-size task: each matmul kernel's (`k<i>_BM`, ...)
-    as `gpu_matmul_tiles` orders them, at most 64 a side: the program's kernels share one
-    `num_warps`, and 64 x 64 x 32 at 4 warps took 1.60 ms where 128 x 128 at 8 took 1.40
-    (the 4096^3 product above)."""
+) -> tuple[dict[str, list[int]], dict[str, int]]:
+    """A program's tile lists (and compiler options) for a full-size task: each matmul
+    kernel's (`k<i>_BM`, ...) as `gpu_matmul_tiles` orders them, at most 64 a side: the
+    program's kernels share one `num_warps`, and 64 x 64 x 32 at 4 warps took 1.60 ms where
+    128 x 128 at 8 took 1.40 (the 4096^3 product above). A program of one kernel besides
+    weight copies (`relayout`, indifferent to num_warps) is tiled as that kernel alone."""
     out = dict(tiles)
+    main = [i for i, (template, _) in enumerate(parts) if template != "relayout"]
+    if len(main) == 1:
+        i = main[0]
+        own = {t[len(f"k{i}_") :]: v for t, v in tiles.items() if t.startswith(f"k{i}_")}
+        ordered, compiler = gpu_tiles(parts[i][0], own, parts[i][1])
+        out.update({f"k{i}_{t}": v for t, v in ordered.items()})
+        return out, compiler
     for i, (template, shape) in enumerate(parts):
         own = {t[len(f"k{i}_") :]: v for t, v in tiles.items() if t.startswith(f"k{i}_")}
         if template in ("matmul", "bmm"):
@@ -101,7 +109,7 @@ def gpu_program_tiles(
         else:
             ordered, _ = gpu_tiles(template, own, shape)
         out.update({f"k{i}_{t}": v for t, v in ordered.items()})
-    return out
+    return out, {}
 
 
 # elements an elementwise program covers on a GPU: 32 a thread at 4 warps, as 16 rows (the
@@ -277,6 +285,10 @@ class KernelBenchFamily(FamilyBase):
         reference.tolerance(bound.dtype)  # a dtype KernelBench has no tolerance for fails now
         bound.trials = int(options.get("trials", DEFAULT_TRIALS))
         bound.init_seed = int(options.get("init_seed", DEFAULT_INIT_SEED))
+        prepack = options.get("prepack_weights", True)
+        if not isinstance(prepack, bool):
+            raise ConfigError(choices_error("kernel.options.prepack_weights", prepack,
+                                            (True, False)))  # fmt: skip
         module = tasks.load_module(bound.task.path)
         # the graph's shapes come from meta tensors: nothing full-size is made here
         try:
@@ -321,6 +333,10 @@ class KernelBenchFamily(FamilyBase):
             split = options.get("split_reductions")
             if bool(scale is None if split is None else split):
                 bound.emission = match.split_reduction(bound.emission, bound.task.key)
+            # a convolution's weight read through its permuted view has no unit stride: a
+            # copy made contiguous first (kernel.options.prepack_weights=false: read in place)
+            if prepack:
+                bound.emission = match.prepack_weights(bound.emission, bound.task.key, bound._gm)
             bound._text = bound.emission.source
             bound.entry = bound.emission.entry  # a program's: its last kernel
             bound.binding = bound.emission.binding
@@ -332,7 +348,7 @@ class KernelBenchFamily(FamilyBase):
                     if name == "BP" or name.endswith("_BP"):
                         tiles[name] = sorted(tiles[name], reverse=True)
             elif bound.emission.parts:
-                tiles = gpu_program_tiles(tiles, bound.emission.parts)
+                tiles, bound.compiler_first = gpu_program_tiles(tiles, bound.emission.parts)
             else:
                 tiles, bound.compiler_first = gpu_tiles(bound.emission.template, tiles, shape)
         with read_write(kernel_cfg):
@@ -400,6 +416,24 @@ class KernelBenchFamily(FamilyBase):
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return reference.tolerance(dtype)
+
+    def unit_strides(self, entry: str) -> dict[str, int | None]:
+        """Tensors of kernel `entry` bound through a view whose stride-1 dim is not its last
+        (a conv's channels-last input and output, its weight seen [taps, G, C/G, OC/G])."""
+        binding = self.binding
+        plan = (self.emission.binding.get(match.PROGRAM) if self.emission else None) or {}
+        for launch in plan.get("launches", []):
+            if launch["entry"] == entry:
+                binding = launch["binding"]
+        out: dict[str, int | None] = {}
+        for name, src in binding.items():
+            view = src.get("view") if isinstance(src, dict) else None
+            if not view or src.get("shape") is not None:
+                continue
+            dim, rank = harness.unit_stride_dim(view)
+            if dim != rank - 1:
+                out[name] = dim
+        return out
 
     # ------------------------------------------------------------------ checks
     def reference_specs(self, entry: str) -> list[tuple[dict[str, int], Any]]:

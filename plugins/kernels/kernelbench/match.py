@@ -90,6 +90,13 @@ class Emission:
     # kernel's source for partial sums ("source") and what the last kernel must do besides
     # adding them up ("count": a cross entropy's mean over rows not ignored)
     split: dict[str, Any] = field(default_factory=dict)
+    # kernel tensors bound to a parameter through a view with no unit stride (a conv's
+    # weight): tensor name -> its extents, copied contiguous by a `relayout` kernel
+    # launched before this one (`prepack`)
+    prepack: dict[str, list[int]] = field(default_factory=dict)
+    # a program's kernels and buffers as `_assemble` was given them (`prepack_weights`
+    # assembles them again with the weight copies)
+    assembled: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -783,6 +790,40 @@ def match(gm: Any, task: str) -> Emission:
     )
 
 
+def prepack_weights(em: Emission, task: str, gm: Any) -> Emission:
+    """`em` with each parameter a kernel reads through a strided view (a convolution's
+    weight, `Emission.prepack`) copied contiguous first: a `relayout` kernel launched
+    before the kernel, which then reads the copy (`kernel.options.prepack_weights`, on by
+    default). A one-kernel emission becomes a program. Returned as it is where nothing is
+    to copy, or where the task's result is not floating point (a program's buffers take
+    the output's dtype)."""
+    output = next((n for n in gm.graph.nodes if n.op == "output"), None)
+    if output is None or not _float_result(output.args[0]):
+        return em
+    if em.entries:
+        if not em.assembled or not any(k[0].prepack for k in em.assembled[0]):
+            return em
+        kernels, buffers = em.assembled
+        return _assemble(task, list(em.ops), kernels, buffers, prepack=True)
+    if not em.prepack:
+        return em
+    return _assemble(task, list(em.ops), [(em, em.binding, "the output")], {}, prepack=True)
+
+
+def _float_result(result: Any) -> bool:
+    """Whether the traced result is a floating-point tensor (its fx metadata)."""
+    meta = result.meta.get("tensor_meta") if _is_node(result) else None
+    dtype = getattr(meta, "dtype", None)
+    return bool(getattr(dtype, "is_floating_point", False))
+
+
+def _relayout(task: str, what: str, g: int, extents: list[int]) -> Emission:
+    """The `relayout` kernel: a parameter seen [taps, G, C/G, OC/G] copied contiguous."""
+    source = _fill("relayout", TASK=task, WHAT=what, ENTRY=ENTRY, G=str(g))
+    tiles = {"BK": [min(_np2(extents[2]), 32)], "BC": [min(_np2(extents[3]), 128)]}
+    return Emission("relayout", source, ENTRY, tiles, {}, {"N": math.prod(extents)}, [what])
+
+
 def _reduces_ones(op: Op) -> bool:
     """A keepdim sum, mean, max, min or logsumexp over dims that all have extent 1."""
     if op.kind not in ("sum", "mean", "amax", "amin", "logsumexp") or not op.keepdim:
@@ -1318,7 +1359,7 @@ def _conv(gm, ops, inputs, result, task, names) -> Emission:
     # tap; the verifier checks that and relabels the row p[r], so every tap's product
     # accumulates into the output element it is for
     lines.append(f"{ind}a = al.rows_for(al.load(x[pz // {g}, pz % {g}].rows(src).tile(BK)[k], "
-                 f"mask=ok), p, lambda q: {source_q})\n")  # fmt: skip
+                 f"mask=ok, along=0), p, lambda q: {source_q})\n")  # fmt: skip
     lines.append(f"{ind}b = al.load(w[{tap}, pz % {g}].tile(BK, BC)[k, pc])\n")
     lines.append(f"{ind}acc = al.dot(a.to(al.f32), b.to(al.f32), acc)\n")
 
@@ -1354,7 +1395,8 @@ def _conv(gm, ops, inputs, result, task, names) -> Emission:
     tiles = {"BP": [t for t in (128, 64, 256, 32, 512, 1024) if t <= _np2(p)] or [16],
              "BC": [bc], "BK": [bk]}  # fmt: skip
     shape = {"M": ys[0] * p, "N": cout, "K": icg * math.prod(ks)}
-    return Emission("conv", source, ENTRY, tiles, binding, shape, names)
+    return Emission("conv", source, ENTRY, tiles, binding, shape, names,
+                    prepack={"w": [math.prod(ks), g, icg, ocg]})  # fmt: skip
 
 
 def _dwconv(gm, ops, inputs, result, task, names, geometry_of: tuple) -> Emission:
@@ -1375,7 +1417,7 @@ def _dwconv(gm, ops, inputs, result, task, names, geometry_of: tuple) -> Emissio
     ind = "        "
     # ghost, as the conv template's: row r of the gathered block is the input row of output
     # position p[r] at this tap, so each tap's product adds into the element it is for
-    lines.append(f"{ind}a = al.rows_for(al.load(x[pz, 0].rows(src).tile(BC)[pc], mask=ok), p, "
+    lines.append(f"{ind}a = al.rows_for(al.load(x[pz, 0].rows(src).tile(BC)[pc], mask=ok, along=0), p, "
                  f"lambda q: {source_q})\n")  # fmt: skip
     lines.append(f"{ind}b = al.load(w[{tap}].tile(BC)[pc]).to(al.f32)\n")
     lines.append(f"{ind}acc = acc + a.to(al.f32) * b[None, :]\n")
@@ -1660,7 +1702,7 @@ def _pool(gm, ops, inputs, result, task, names) -> Emission:
     ind = "        "
     neutral = 'float("-inf")' if is_max else "0.0"
     lines.append(f"{ind}a = al.rows_for(al.load(x[pz, 0].rows(src).tile(BC)[pc], mask=ok, "
-                 f"other={neutral}).to(al.f32), p, lambda q: {source_q})\n")  # fmt: skip
+                 f"other={neutral}, along=0).to(al.f32), p, lambda q: {source_q})\n")  # fmt: skip
     lines.append(f"{ind}acc = " + ("al.maximum(acc, a)\n" if is_max else "acc + a\n"))
     if not is_max:
         lines.append(f"    acc = acc / {divisor!r}\n")
@@ -2245,10 +2287,32 @@ def _assemble(
     names: list[str],
     kernels: list[tuple[Emission, dict[str, dict[str, Any]], str]],
     buffers: dict[str, list[Any]],
+    prepack: bool = False,
 ) -> Emission:
     """The program of `kernels` (each an emission, its binding to the task's inputs, the
     buffers `t<k>` and the output, and what it writes, in words), launched in order: one
     DSL module, entries `kb_k<i>`, tile constants `k<i>_`-named."""
+    given = (list(kernels), dict(buffers))
+    # with `prepack`, a parameter a kernel reads through a strided view (`Emission.prepack`):
+    # a `relayout` kernel before it copies it into a contiguous buffer `w<i>`, read instead
+    expanded: list[tuple[Emission, dict[str, dict[str, Any]], str]] = []
+    buffers = dict(buffers)
+    for em, binding, store in kernels:
+        for tname, extents in em.prepack.items() if prepack else ():
+            src = binding.get(tname, {})
+            view = str(src.get("view") or "")
+            if src.get("from") != "param" or not view.startswith(("w_conv:", "w_convT:")):
+                continue
+            name = f"w{len(buffers)}"
+            while name in buffers:
+                name += "_"
+            buffers[name] = list(extents)
+            copy = _relayout(task, str(src["attr"]), int(view.partition(":")[2]), extents)
+            expanded.append((copy, {"w": dict(src), "y": {"from": "buffer", "name": name}},
+                             f"buffer {name} (the weight {src['attr']}, contiguous)"))  # fmt: skip
+            binding = {**binding, tname: {"from": "buffer", "name": name}}
+        expanded.append((em, binding, store))
+    kernels = expanded
     launches: list[dict[str, Any]] = []
     parts: list[str] = []
     tiles: dict[str, list[int]] = {}
@@ -2278,7 +2342,8 @@ def _assemble(
     if bad:
         raise NoTemplate(f"the program calls outside the DSL: {'; '.join(bad)}")
     plan_binding: dict[str, Any] = {PROGRAM: {"launches": launches, "buffers": buffers}}
-    first = kernels[0][0]
+    # the program's dims (the cost model's) are its first kernel's besides weight copies
+    first = next((em for em, _, _ in kernels if em.template != "relayout"), kernels[0][0])
     parts_ = tuple((em.template, dict(em.shape)) for em, _, _ in kernels)
     return Emission("program", source, entries[-1], tiles, plan_binding, dict(first.shape),
-                    names, tuple(entries), parts_)  # fmt: skip
+                    names, tuple(entries), parts_, assembled=given)  # fmt: skip

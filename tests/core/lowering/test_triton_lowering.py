@@ -145,3 +145,28 @@ def test_every_ir_op_has_a_generic_triton_rule_and_every_ghost_op_is_erased():
 
 def _has_rule(table, cls: type) -> bool:
     return any(c in table for c in cls.__mro__)
+
+
+def test_a_load_along_its_first_dim_is_made_transposed_and_transposed_back(registry, triton):
+    """`al.load(view, along=0)`: the lowering builds the [BK, BM] pointer block (Triton gives
+    its last dim, here the view's first, to neighbouring lanes) and `tl.trans` restores the
+    tile; a full-shape mask follows the same permutation. A dim the tile lacks is refused,
+    naming the valid ones."""
+    src = (
+        "from argus_plugins.dsl.tile import lang as al\n\n\n"
+        "@al.kernel\n"
+        'def k(a: al.Tensor["M", "K"], c: al.Tensor["M", "K"], BM: al.constexpr, BK: al.constexpr):\n'
+        "    (pm,) = al.program_ids((al.cdiv(a.shape[0], BM),))\n"
+        "    t = al.load(a.tile(BM, BK)[pm, 0], along=ALONG)\n"
+        "    al.store(c.tile(BM, BK)[pm, 0], t)\n"
+    )
+    dsl = registry.get("dsl", "tile")
+    policy = Policy({"BM": 32, "BK": 16}, {"num_warps": 4})
+    plain = triton.lower(dsl.parse(src.replace("ALONG", "1"), "k", "<t>"), policy, {})
+    assert "tl.trans" not in plain.source
+    lowered = triton.lower(dsl.parse(src.replace("ALONG", "0"), "k", "<t>"), policy, {})
+    line = next(ln for ln in lowered.source.splitlines() if "tl.load" in ln)
+    assert line.strip().startswith("t = tl.trans(tl.load(a + (")
+    assert "tl.arange(0, BM)[None, :]" in line and "tl.arange(0, BK)[:, None]" in line
+    with pytest.raises(DSLError, match=r"along=2: a dim of the 2-D tile \(0, 1\) or None"):
+        dsl.parse(src.replace("ALONG", "2"), "k", "<t>")

@@ -169,3 +169,21 @@ def test_convolutions_and_pooling_are_correct_in_the_interpreter_through_fastp(c
 def test_scale_outside_zero_one_is_a_template_stage_error_naming_the_value():
     out = fastp.evaluate_task(str(TASKS), "level1/4", "interpret", 1, None, scale=2.0)
     assert not out.correct and out.reached == "template" and "scale=2.0" in out.note
+
+
+def test_prepack_weights_is_on_by_default_off_on_request_and_checked(run_argus):
+    """A conv task binds as a program whose first kernel copies the weight; with
+    kernel.options.prepack_weights=false it is the conv kernel alone; any other value is a
+    ConfigError naming it and the valid ones (the CLI exits 2 in its first seconds)."""
+    base = ["+kernel=kernelbench", f"kernel.path={TASKS}", "kernel.task=level1/17",
+            "backend=interpret", "tracking=none"]  # fmt: skip
+    reg = Registry(default_plugin_manager())
+    on = Stages.from_config(compose(base), reg).family
+    assert on.emission.template == "program" and on.emission.parts[0][0] == "relayout"
+    off = Stages.from_config(compose([*base, "kernel.options.prepack_weights=false"]), reg)
+    assert off.family.emission.template == "conv"
+    proc = run_argus(*base, "kernel.options.prepack_weights=maybe")
+    assert proc.returncode == 2
+    assert "invalid kernel.options.prepack_weights 'maybe'; valid choices: True, False" in (
+        proc.stderr
+    )

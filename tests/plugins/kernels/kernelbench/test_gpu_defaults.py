@@ -55,7 +55,8 @@ def test_a_programs_matmul_kernel_is_reordered_and_the_others_kept():
     tiles = {"k0_BM": [32, 16, 64], "k0_BN": [32, 16, 64], "k0_BK": [16, 32],
              "k0_GROUP": [4], "k1_ROWS": [4, 1], "k1_BN": [1024]}  # fmt: skip
     parts = (("matmul", {"M": 4096, "N": 1024, "K": 4096}), ("rowprog", {"M": 4096, "N": 1024}))
-    out = gpu_program_tiles(tiles, parts)
+    out, first = gpu_program_tiles(tiles, parts)
+    assert first == {}
     assert (out["k0_BM"][0], out["k0_BN"][0], out["k0_BK"][0]) == (64, 64, 32)
     assert out["k1_ROWS"] == [4, 1] and out["k1_BN"] == [1024]
 
@@ -108,9 +109,17 @@ def test_a_wide_conv_block_takes_8_warps_alone_and_half_the_positions_in_a_progr
     assert tiles["BP"][0] == 64 and first == {}
     narrow = {"BP": [128, 64], "BC": [64], "BK": [32]}
     assert gpu_tiles("conv", narrow, {}) == (narrow, {})
-    parts = (("conv", {"M": 1 << 20, "N": 128, "K": 576}),)
-    out = gpu_program_tiles({f"k0_{k}": v for k, v in conv.items()}, parts)
-    assert out["k0_BP"][0] == 64
+    # beside another kernel the conv's block halves; beside its weight copy alone it is
+    # tiled as a lone conv (the copy does not care how many warps it has)
+    conv_shape = {"M": 1 << 20, "N": 128, "K": 576}
+    parts = (("conv", conv_shape), ("rowprog", {"M": 4096, "N": 1024}))
+    tiles = {f"k0_{k}": v for k, v in conv.items()} | {"k1_ROWS": [4], "k1_BN": [1024]}
+    out, first = gpu_program_tiles(tiles, parts)
+    assert out["k0_BP"][0] == 64 and first == {}
+    parts = (("relayout", {"N": 576 * 128}), ("conv", conv_shape))
+    tiles = {"k0_BK": [32], "k0_BC": [128]} | {f"k1_{k}": v for k, v in conv.items()}
+    out, first = gpu_program_tiles(tiles, parts)
+    assert out["k1_BP"][0] == 128 and first == {"num_warps": 8}
 
 
 def test_the_grid_puts_the_familys_first_values_first_and_ignores_values_it_lacks():

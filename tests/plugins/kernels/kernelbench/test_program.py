@@ -193,3 +193,62 @@ def test_the_cost_model_counts_each_buffer_written_once_and_read_once():
     family = KernelBenchFamily()
     family._gm, family.emission = gm, em
     assert family.bytes({}, "fp32") == costs.fused_bytes(gm, "fp32") + 2 * (2 * 8 * 6 * 10) * 4
+
+
+def test_a_convs_weight_is_copied_contiguous_by_a_first_kernel_that_the_verifier_proves():
+    """`prepack_weights`: the weight's permuted view [taps, G, C/G, OC/G] has no unit stride;
+    a `relayout` kernel copies it into buffer w0, the conv reads that (no view), and both
+    kernels verify. A copy that writes one block short is a counterexample."""
+    em, gm = _captured("level1/18")  # ConvTranspose2d, 2 groups
+    assert em.template == "conv" and em.prepack == {"w": [9, 2, 4, 4]}
+    pre = match.prepack_weights(em, "level1/18", gm)
+    assert pre.entries == ("kb_k0", "kb_k1") and pre.parts[0][0] == "relayout"
+    first, second = _plan(pre)["launches"]
+    assert first["binding"] == {
+        "w": {"from": "param", "attr": "deconv.weight", "view": "w_convT:2"},
+        "y": {"from": "buffer", "name": "w0"},
+    }
+    assert second["binding"]["w"] == {"from": "buffer", "name": "w0"}
+    assert _plan(pre)["buffers"] == {"w0": [9, 2, 4, 4]}
+    assert pre.shape == em.shape  # the conv's dims, not the copy's
+    for entry in pre.entries:
+        assert _verify(pre.source, pre, entry, "level1/18").status == "verified", entry
+    short = pre.source.replace("al.cdiv(w.shape[2], k0_BK)", "al.cdiv(w.shape[2], k0_BK) - 1")
+    assert short != pre.source
+    assert _verify(short, pre, "kb_k0", "level1/18").status == "violated"
+    # a program's conv gets its copy too; what has no conv is returned as it is
+    prog, gm = _captured("level2/15")
+    again = match.prepack_weights(prog, "level2/15", gm)
+    assert [t for t, _ in again.parts] == ["relayout", "conv", "rowprog", "matmul"]
+    plain, gm = _captured("level1/1")
+    assert match.prepack_weights(plain, "level1/1", gm) is plain
+
+
+def test_a_cross_compile_specializes_the_strides_the_conv_is_given():
+    """A conv reads its input and writes its output channels-last ([N, G, S, C/G] views of
+    [N, C, *S]: stride 1 on dim 2) and its weight copy contiguous; the weight copy reads the
+    permuted weight (stride 1 on dim 0). The family says so per kernel, and the compile
+    signature makes those strides the constant 1 (the runtime JIT's specialization), not
+    the last dim's (which would have Triton see channels as contiguous)."""
+    from argus_core.config import compose
+    from argus_core.lowering.triton_compile import specialized_signature
+    from argus_core.pipeline import Stages, _policy_for
+    from argus_core.plugin_manager import Registry, default_plugin_manager
+
+    cfg = compose(["+kernel=kernelbench", f"kernel.path={TASKS}", "kernel.task=level1/17",
+                   "backend=h200", "tracking=none"])  # fmt: skip
+    stages = Stages.from_config(cfg, Registry(default_plugin_manager()))
+    family = stages.family
+    assert family.emission.entries == ("kb_k0", "kb_k1")
+    assert family.unit_strides("kb_k0") == {"w": 0}
+    assert family.unit_strides("kb_k1") == {"x": 2, "y": 2}
+    ir = TileFrontend().parse(family.source(), "kb_k1", "<level1/17>")
+    policy = _policy_for(ir, Policy({k: v[0] for k, v in cfg.kernel.tiles.items()}))
+    lowered = stages.backend.lower(ir, policy, stages._lowering_facts())
+    dtypes = {t.name: "fp32" for t in ir.tensors}
+    _, consts, _ = specialized_signature(lowered, dtypes, policy, False)
+    assert consts.get("x_stride3") == 1 and "x_stride2" not in consts  # as if contiguous
+    lowered.unit_stride = family.unit_strides("kb_k1")
+    _, consts, _ = specialized_signature(lowered, dtypes, policy, False)
+    assert consts.get("x_stride2") == 1 and consts.get("y_stride2") == 1
+    assert "x_stride3" not in consts and consts.get("w_stride3") == 1
