@@ -37,6 +37,7 @@ from argus_plugins.kernels.kernelbench.match import (
     Emission,
     NoTemplate,
     Op,
+    _assemble,
     _chain,
     _const,
     _elementwise_expr,
@@ -954,10 +955,49 @@ def _sdpa(gm, ops, inputs, result, task, names) -> Emission | None:
                "k": {"from": "input", "index": inputs.index(k)},
                "v": {"from": "input", "index": inputs.index(v)}, "o": {"from": "output"}}  # fmt: skip
     bd = _np2(max(sq[3], sv[3]))
+    if bd > SDPA_ONE_TILE_D and _np2(sk[2]) <= SDPA_WIDE_KEYS:
+        return _sdpa_wide(task, names, inputs, (q, k, v), (sq, sk, sv), (expr, text))
     tiles = {"BM": [t for t in (16, 32, 64) if t <= _np2(sq[2])] or [16],
              "BN": [t for t in (16, 32, 64) if t <= _np2(sk[2])] or [16], "BD": [bd]}  # fmt: skip
     shape = {"B": sq[0] * sq[1], "M": sq[2], "N": sk[2], "K": sq[3]}
     return Emission("sdpa", source, ENTRY, tiles, binding, shape, names)
+
+
+# the widest head dim one `sdpa` tile holds: a [BM, BD] query tile and accumulator and the
+# [BN, BD] key and value tiles in fp32 at BD 1024 took 329728 bytes of shared memory on
+# sm_90 (level1/97: refused at compile, 232448 the most a block has)
+SDPA_ONE_TILE_D = 256
+SDPA_WIDE_KEYS = 4096  # `sdpa_scores` holds every key of BM rows: [BM, BT] fp32
+
+
+def _sdpa_wide(task, names, inputs, qkv, shapes, scale) -> Emission:
+    """Attention of a head dim past SDPA_ONE_TILE_D as a program: `sdpa_scores` writes
+    softmax(Q Kᵀ * scale) to a buffer [B, H, S, T] walking D in steps, `sdpa_pv` multiplies
+    it by V (as PyTorch's math path does for such heads)."""
+    (q, k, v), (sq, sk, sv), (expr, text) = qkv, shapes, scale
+    what = " -> ".join(names)
+    scores = _fill("sdpa_scores", TASK=task, WHAT=what, ENTRY=ENTRY, SCALE=expr,
+                   SCALE_TEXT=text)  # fmt: skip
+    pv = _fill("sdpa_pv", TASK=task, WHAT=what, ENTRY=ENTRY)
+    bt = _np2(sk[2])
+    # [BM, BT] fp32 scores at 4 warps: at most 8192 elements (64 registers a thread)
+    bm = [t for t in (16, 32) if t * bt <= 8192 and t <= _np2(sq[2])] or [16]
+    em_s = Emission("sdpa_scores", scores, ENTRY, {"BM": bm, "BT": [bt], "BK": [16, 32]},
+                    {}, {"B": sq[0] * sq[1], "M": sq[2], "N": sk[2], "K": sq[3]}, names)  # fmt: skip
+    em_pv = Emission("sdpa_pv", pv, ENTRY,
+                     {"BM": [t for t in (64, 32, 16) if t <= _np2(sq[2])] or [16],
+                      "BN": [t for t in (64, 32, 16) if t <= _np2(sv[3])] or [16],
+                      "BK": [32, 16]}, {},
+                     {"B": sq[0] * sq[1], "M": sq[2], "N": sv[3], "K": sk[2]}, names)  # fmt: skip
+    qi, ki, vi = (inputs.index(t) for t in (q, k, v))
+    b_s = {"q": {"from": "input", "index": qi}, "k": {"from": "input", "index": ki},
+           "p": {"from": "buffer", "name": "t0"}}  # fmt: skip
+    b_pv = {"p": {"from": "buffer", "name": "t0"}, "v": {"from": "input", "index": vi},
+            "o": {"from": "output"}}  # fmt: skip
+    # the weights' extents follow each call's Q and K: [B, H, S, T]
+    buffers = {"t0": [f"s[{qi}][0]", f"s[{qi}][1]", f"s[{qi}][2]", f"s[{ki}][2]"]}
+    kernels = [(em_s, b_s, "buffer t0 (the attention weights)"), (em_pv, b_pv, "the output")]
+    return _assemble(task, names, kernels, buffers)
 
 
 # ----------------------------------------------------------------------------- long rows
