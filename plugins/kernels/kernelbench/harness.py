@@ -122,13 +122,14 @@ def _view(t: Any, how: str | None) -> Any:
 
 def unit_stride_dim(how: str | None) -> tuple[int | None, int]:
     """(the dim of stride 1, the rank) of a contiguous tensor seen through view `how`
-    (`_view`), found by applying it to a 4-D meta tensor whose dims all exceed 1 (the dim
-    None where none has stride 1)."""
+    (`_view`), found by applying it to a 4-D meta tensor whose dims all exceed 1 and whose
+    first two the groups divide (channels are dim 1 of an activation, dim 0 of a weight;
+    the dim None where none has stride 1)."""
     import torch
 
     name, _, g = (how or "").partition(":")
     groups = int(g) if g.isdigit() and name in ("ngsc", "w_conv", "w_convT", "go", "gns") else 1
-    v = _view(torch.empty(2, 2 * groups, 3, 5, device="meta"), how)
+    v = _view(torch.empty(2 * groups, 2 * groups, 3, 5, device="meta"), how)
     return next((d for d in range(v.dim()) if v.stride(d) == 1 and v.shape[d] > 1), None), v.dim()
 
 

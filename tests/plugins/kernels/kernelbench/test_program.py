@@ -252,3 +252,17 @@ def test_a_cross_compile_specializes_the_strides_the_conv_is_given():
     _, consts, _ = specialized_signature(lowered, dtypes, policy, False)
     assert consts.get("x_stride2") == 1 and consts.get("y_stride2") == 1
     assert "x_stride3" not in consts and consts.get("w_stride3") == 1
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3, 4, 16])
+def test_the_stride_1_dim_of_each_view_at_any_number_of_groups(groups):
+    """(dim of stride 1, rank) of a contiguous tensor through each view: channels-last
+    activations on the positions, conv weights on the taps; any group count (level1/72's
+    ConvTranspose3d has 4: a probe tensor the groups did not divide was refused)."""
+    g = f":{groups}"
+    assert harness.unit_stride_dim("ngsc" + g) == (2, 4)
+    assert harness.unit_stride_dim("w_conv" + g) == (0, 4)
+    assert harness.unit_stride_dim("w_convT" + g) == (0, 4)
+    assert harness.unit_stride_dim("gns" + g) == (3, 4)
+    assert harness.unit_stride_dim("w_dw") == (0, 2)
+    assert harness.unit_stride_dim("2d") == (1, 2) and harness.unit_stride_dim(None) == (3, 4)
