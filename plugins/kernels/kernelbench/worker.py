@@ -415,9 +415,12 @@ def _unseen(
     task = request["task"]
     found: list[dict[str, Any]] = []
     wanted = list(request.get("unseen_seeds") or [])
-    # a draw may repeat an earlier one's sizes (a size has few aligned smaller values):
-    # a few more draws, derived from the parent's seeds
-    draws = wanted + [int(wanted[-1]) + 7919 * (k + 1) for k in range(2 * len(wanted))]
+    # a draw may repeat an earlier one's sizes (a size has few aligned smaller values: 64
+    # has two, 32 and 48), and a repeat is refused before anything runs: more draws,
+    # derived from the parent's seeds. With 2 more a wanted size, one check in 32 of a
+    # 64-wide task found a single unseen size (CI failed on it, 2026-12-03); with 8 more,
+    # one in 2^17
+    draws = wanted + [int(wanted[-1]) + 7919 * (k + 1) for k in range(8 * len(wanted))]
     for s in draws if wanted else []:
         if len(found) >= len(wanted):
             break

@@ -97,6 +97,8 @@ def test_a_suite_run_writes_rows_tables_and_the_unseen_column(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = {r["task"]: r for r in json.loads(out.read_text())["rows"]}
     assert set(rows) == {"level1/1", "level2/1"}
-    assert all(r["correct"] and r["unseen"] == "2/2" for r in rows.values()), rows
+    assert all(r["correct"] and r["unseen"] == "2/2" for r in rows.values()), {
+        k: (r["correct"], r["unseen"], r["unseen_sizes"], r["note"]) for k, r in rows.items()
+    }
     assert "| level1 " in proc.stdout and "unseen ok" in proc.stdout
     assert "level2/1: reached done, correct" in proc.stderr
