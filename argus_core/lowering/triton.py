@@ -254,8 +254,9 @@ class TritonEmitter:
         text = self.expr(a, shape)  # may hold element indices of the result tile
         return text if isinstance(a, int | Sym) else f"({text})"
 
-    def pointer(self, view: View) -> str:
-        return f"{view.tensor.name} + ({self.expr(view.offset, view.shape)})"
+    def pointer(self, view: View, dims: tuple[int, ...] | None = None) -> str:
+        """The view's pointer block (its dims in the order `dims`, as `expr`)."""
+        return f"{view.tensor.name} + ({self.expr(view.offset, view.shape, dims)})"
 
     def shape(self, v: Value) -> str:
         return tuple_src([self.expr(s) for s in v.shape])
@@ -317,8 +318,7 @@ def load_text(em: TritonEmitter, op: Load) -> str:
         if op.mask is not None
         else ""
     )
-    pointer = f"{op.view.tensor.name} + ({em.expr(op.view.offset, shape, dims)})"
-    text = f"tl.load({pointer}{mask})"
+    text = f"tl.load({em.pointer(op.view, dims)}{mask})"
     if dims is not None:
         back = tuple(dims.index(d) for d in range(len(shape)))
         text = f"tl.trans({text})" if len(shape) == 2 else f"tl.permute({text}, {back})"
