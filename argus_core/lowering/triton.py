@@ -348,7 +348,10 @@ def emit_dot(em: TritonEmitter, op: Dot, ind: int, operand: Callable[[str], str]
     upcasts), IEEE precision for an fp32 run."""
     a, b = operand(em.name(op.a)), operand(em.name(op.b))
     acc = f", {em.name(op.acc)}" if op.acc is not None else ""
-    if em.dot_input_precision:
+    # a dot of operands cast to a 16-bit float (a split fp32 product's halves) is that
+    # type's own: no fp32 input precision applies
+    halves = {str(getattr(op.a, "dtype", "")), str(getattr(op.b, "dtype", ""))} & {"bf16", "f16"}
+    if em.dot_input_precision and not halves:
         acc += f", input_precision={em.dot_input_precision!r}"
     em.emit(ind, f"{em.name(op.out)} = tl.dot({a}, {b}{acc})", op)
 

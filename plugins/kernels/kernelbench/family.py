@@ -93,7 +93,7 @@ def gpu_program_tiles(
     128 x 128 at 8 took 1.40 (the 4096^3 product above). A program of one kernel besides
     weight copies (`relayout`, indifferent to num_warps) is tiled as that kernel alone."""
     out = dict(tiles)
-    main = [i for i, (template, _) in enumerate(parts) if template != "relayout"]
+    main = [i for i, (template, _) in enumerate(parts) if not template.startswith("relayout")]
     if len(main) == 1:
         i = main[0]
         own = {t[len(f"k{i}_") :]: v for t, v in tiles.items() if t.startswith(f"k{i}_")}
@@ -335,8 +335,14 @@ class KernelBenchFamily(FamilyBase):
                 bound.emission = match.split_reduction(bound.emission, bound.task.key)
             # a convolution's weight read through its permuted view has no unit stride: a
             # copy made contiguous first (kernel.options.prepack_weights=false: read in place)
+            # with bf16x3 fp32 dots, a conv takes them as three bf16 dots on the bf16 halves of
+            # its operands, the weight's split once per call (2-3x faster on the H200 than
+            # Triton's own bf16x3, benchmarks/conv_lab.py)
+            halves = str(kernel_cfg.get("fp32_dot") or "ieee") == "bf16x3"
             if prepack:
-                bound.emission = match.prepack_weights(bound.emission, bound.task.key, bound._gm)
+                bound.emission = match.prepack_weights(
+                    bound.emission, bound.task.key, bound._gm, halves=halves
+                )
             bound._text = bound.emission.source
             bound.entry = bound.emission.entry  # a program's: its last kernel
             bound.binding = bound.emission.binding
@@ -407,8 +413,9 @@ class KernelBenchFamily(FamilyBase):
                 for n in self._gm.graph.nodes
                 if n.op == "placeholder" and "tensor_meta" in n.meta
             ]
-            size = torch_dtype(dtype).itemsize
-            for extents in plan.get("buffers", {}).values():
+            kinds = dict(plan.get("dtypes") or {})
+            for name, extents in plan.get("buffers", {}).items():
+                size = torch_dtype(kinds.get(name, dtype)).itemsize
                 ext = [eval(e, {"__builtins__": {}}, {"s": shapes}) if isinstance(e, str) else e
                        for e in extents]  # noqa: S307  # fmt: skip
                 total += 2.0 * math.prod(int(v) for v in ext) * size
@@ -416,6 +423,23 @@ class KernelBenchFamily(FamilyBase):
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return reference.tolerance(dtype)
+
+    def tensor_dtypes(self, dtype: str) -> dict[str, str]:
+        """Kernel tensors bound to a program's buffer of its own dtype (the plan's "dtypes":
+        a weight's bf16 halves), by tensor name; the run's dtype for the rest."""
+        plan = (self.emission.binding.get(match.PROGRAM) if self.emission else None) or {}
+        kinds = dict(plan.get("dtypes") or {})
+        out: dict[str, str] = {}
+        for launch in plan.get("launches", []) if kinds else ():
+            for name, src in launch["binding"].items():
+                if isinstance(src, dict) and src.get("from") == "buffer":
+                    kind = kinds.get(src.get("name"), dtype)
+                    if out.setdefault(name, kind) != kind:
+                        raise ConfigError(
+                            f"tensor {name!r} of task {self._need_task().key}'s program is "
+                            f"bound to buffers of dtypes {out[name]} and {kind}"
+                        )
+        return {k: v for k, v in out.items() if v != dtype}
 
     def unit_strides(self, entry: str) -> dict[str, int | None]:
         """Tensors of kernel `entry` bound through a view whose stride-1 dim is not its last

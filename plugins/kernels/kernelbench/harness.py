@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from argus_core.evaluate.dtypes import torch_dtype
 from argus_core.evaluate.launch import default_workdir, launch_args, load_kernel
 from argus_core.evaluate.outputs import poison
 from argus_core.types import LoweredKernel
@@ -287,7 +288,8 @@ def dsl_runner(
     A program of several kernels (`lowered` a list, `binding[PROGRAM]` its plan:
     {"launches": [{"entry", "binding"}], "buffers": {name: extents}}) launches each kernel
     in order; a tensor bound {"from": "buffer", "name": t} is the intermediate `t`,
-    allocated per call (the output's dtype), poisoned and guarded like the output; "shape"
+    allocated per call (the output's dtype, or the plan's "dtypes" {name: "bf16"}), poisoned
+    and guarded like the output; "shape"
     (extents, as `buffer_shape` reads them) views a buffer or the output reshaped.
 
     A per-sample kernel whose tensors reach 2^31 elements is launched once per batch slice
@@ -304,6 +306,9 @@ def dsl_runner(
         buffer_shapes: dict[str, list[Any]] = {}
     else:
         launches, buffer_shapes = list(plan["launches"]), dict(plan["buffers"])
+    # a buffer of another dtype than the output's (a weight's bf16 halves): the plan names it
+    kinds = dict((plan or {}).get("dtypes") or {})
+    buffer_dtypes = {name: torch_dtype(d) for name, d in kinds.items()}
     by_name = {k.name: k for k in kernels}
     missing = [ln["entry"] for ln in launches if ln["entry"] not in by_name]
     if missing:
@@ -324,11 +329,12 @@ def dsl_runner(
             size = 1
             for e in ext:
                 size *= e
+            dtype = buffer_dtypes.get(name, like.dtype)
             if guarded:
-                held[name] = _guarded(size, like.dtype, like.device)
+                held[name] = _guarded(size, dtype, like.device)
                 buffers[name] = held[name][1].view(ext)
             else:
-                buffers[name] = torch.empty(ext, dtype=like.dtype, device=like.device)
+                buffers[name] = torch.empty(ext, dtype=dtype, device=like.device)
         for ln in launches:
             k = by_name[ln["entry"]]
             raw = _extents_as_read(k, ln["binding"], _raw(ln["binding"], inputs, params, out,

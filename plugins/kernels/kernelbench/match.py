@@ -97,6 +97,10 @@ class Emission:
     # a program's kernels and buffers as `_assemble` was given them (`prepack_weights`
     # assembles them again with the weight copies)
     assembled: tuple[Any, ...] = ()
+    # the same kernel with its fp32 dots taken as three bf16 ones, its weight read from
+    # bf16 halves (`wh`, `wl`) that a `relayout_halves` kernel makes first: what
+    # `prepack_weights(halves=True)` launches (the run's kernel.fp32_dot is bf16x3)
+    halves: Any = None
 
 
 @dataclass
@@ -790,13 +794,15 @@ def match(gm: Any, task: str) -> Emission:
     )
 
 
-def prepack_weights(em: Emission, task: str, gm: Any) -> Emission:
+def prepack_weights(em: Emission, task: str, gm: Any, halves: bool = False) -> Emission:
     """`em` with each parameter a kernel reads through a strided view (a convolution's
     weight, `Emission.prepack`) copied contiguous first: a `relayout` kernel launched
     before the kernel, which then reads the copy (`kernel.options.prepack_weights`, on by
     default). A one-kernel emission becomes a program. Returned as it is where nothing is
     to copy, or where the task's result is not floating point (a program's buffers take
-    the output's dtype)."""
+    the output's dtype). With `halves` (the run's fp32 dots are bf16x3) a kernel that has
+    an `Emission.halves` form runs that, its weight split into two bf16 buffers by a
+    `relayout_halves` kernel."""
     output = next((n for n in gm.graph.nodes if n.op == "output"), None)
     if output is None or not _float_result(output.args[0]):
         return em
@@ -804,10 +810,11 @@ def prepack_weights(em: Emission, task: str, gm: Any) -> Emission:
         if not em.assembled or not any(k[0].prepack for k in em.assembled[0]):
             return em
         kernels, buffers = em.assembled
-        return _assemble(task, list(em.ops), kernels, buffers, prepack=True)
+        return _assemble(task, list(em.ops), kernels, buffers, prepack=True, halves=halves)
     if not em.prepack:
         return em
-    return _assemble(task, list(em.ops), [(em, em.binding, "the output")], {}, prepack=True)
+    return _assemble(task, list(em.ops), [(em, em.binding, "the output")], {}, prepack=True,
+                     halves=halves)  # fmt: skip
 
 
 def _float_result(result: Any) -> bool:
@@ -817,11 +824,13 @@ def _float_result(result: Any) -> bool:
     return bool(getattr(dtype, "is_floating_point", False))
 
 
-def _relayout(task: str, what: str, g: int, extents: list[int]) -> Emission:
-    """The `relayout` kernel: a parameter seen [taps, G, C/G, OC/G] copied contiguous."""
-    source = _fill("relayout", TASK=task, WHAT=what, ENTRY=ENTRY, G=str(g))
+def _relayout(task: str, what: str, g: int, extents: list[int], halves: bool = False) -> Emission:
+    """The `relayout` kernel: a parameter seen [taps, G, C/G, OC/G] copied contiguous; with
+    `halves` the `relayout_halves` kernel: its bf16 halves, two contiguous copies."""
+    template = "relayout_halves" if halves else "relayout"
+    source = _fill(template, TASK=task, WHAT=what, ENTRY=ENTRY, G=str(g))
     tiles = {"BK": [min(_np2(extents[2]), 32)], "BC": [min(_np2(extents[3]), 128)]}
-    return Emission("relayout", source, ENTRY, tiles, {}, {"N": math.prod(extents)}, [what])
+    return Emission(template, source, ENTRY, tiles, {}, {"N": math.prod(extents)}, [what])
 
 
 def _reduces_ones(op: Op) -> bool:
@@ -1339,7 +1348,9 @@ def _conv(gm, ops, inputs, result, task, names) -> Emission:
     )
     if groups == cin == cout and cin > 1 and not transposed and not _chan_reduces(rest, len(ys)):
         return _dwconv(gm, ops, inputs, result, task, names, (ks, st, pd, dl, ins, outs))
-    bc = min(_np2(ocg), 64)
+    # 128 output channels a block where there are that many: 128 x 128 at 8 warps, as the
+    # matmul template (2x the 128 x 64 block's speed, benchmarks/conv_lab.py)
+    bc = min(_np2(ocg), 128)
     if _chan_reduces(rest, len(ys)):  # one block spans every channel
         if groups != 1 or cout > 256:
             raise NoTemplate(f"a reduction over the channels of a conv of {cout} channels in "
@@ -1358,10 +1369,24 @@ def _conv(gm, ops, inputs, result, task, names) -> Emission:
     # ghost: row r of the gathered block is the input row of output position p[r] at this
     # tap; the verifier checks that and relabels the row p[r], so every tap's product
     # accumulates into the output element it is for
+    # (the gathered block keeps the compiler's own layout, channels fastest: a block laid
+    # out along the positions, coalesced as it is, costs the dot a transpose per step that
+    # measured 1.8x slower on the H200, benchmarks/conv_lab.py)
     lines.append(f"{ind}a = al.rows_for(al.load(x[pz // {g}, pz % {g}].rows(src).tile(BK)[k], "
-                 f"mask=ok, along=0), p, lambda q: {source_q})\n")  # fmt: skip
+                 f"mask=ok), p, lambda q: {source_q}).to(al.f32)\n")  # fmt: skip
+    # the same loop with each fp32 product taken as three bf16 ones (`Emission.halves`):
+    # a_hi*b_hi + a_hi*b_lo + a_lo*b_hi, the weight's halves read from bf16 copies
+    halves = lines + [
+        f"{ind}ah = a.to(al.bf16)\n",
+        f"{ind}alo = (a - ah.to(al.f32)).to(al.bf16)\n",
+        f"{ind}bh = al.load(wh[{tap}, pz % {g}].tile(BK, BC)[k, pc]).to(al.bf16)\n",
+        f"{ind}bl = al.load(wl[{tap}, pz % {g}].tile(BK, BC)[k, pc]).to(al.bf16)\n",
+        f"{ind}acc = al.dot(alo, bh, acc)\n",
+        f"{ind}acc = al.dot(ah, bl, acc)\n",
+        f"{ind}acc = al.dot(ah, bh, acc)\n",
+    ]
     lines.append(f"{ind}b = al.load(w[{tap}, pz % {g}].tile(BK, BC)[k, pc])\n")
-    lines.append(f"{ind}acc = al.dot(a.to(al.f32), b.to(al.f32), acc)\n")
+    lines.append(f"{ind}acc = al.dot(a, b.to(al.f32), acc)\n")
 
     epilogue, more, y_param, y_view, vec_params, kind = _chan_epilogue(
         gm,
@@ -1375,28 +1400,44 @@ def _conv(gm, ops, inputs, result, task, names) -> Emission:
         binding,
         f"{core.attr}.bias" if mod.bias is not None else None,
     )
-    # the Model's channels and kernel fix these extents (the weights have them)
-    facts = [f"x.shape[1].eq({g})", f"x.shape[3].eq({icg})", f"xs.shape[1].eq({cin})",
-             f"ys.shape[1].eq({cout})", f"w.shape[0].eq({math.prod(ks)})",
-             f"w.shape[1].eq({g})", f"w.shape[2].eq({icg})", f"w.shape[3].eq({ocg})"]  # fmt: skip
-    coords = [f"    al.requires({f})\n" for f in facts] + more + coords
     binding["xs"] = {"from": "input", "index": inputs.index(x_node)}  # its extents only
     geometry = ", ".join(f"k{ks[j]} s{st[j]} p{pd[j]} d{dl[j]}" for j in range(nd))
-    source = _fill(
-        "conv", TASK=task, WHAT=" -> ".join(names), KIND=type(mod).__name__, ENTRY=ENTRY,
-        GEOMETRY=f"{geometry}, groups {groups}",
-        STRIDED=", or a stride the tap does not land on" if transposed else "",
-        VEC_PARAMS=vec_params, XS=", ".join(f'"I{j}"' for j in range(nd)),
-        YS=", ".join(f'"O{j}"' for j in range(nd)), COORDS="".join(coords),
-        LOOPS="".join(lines), EPILOGUE="".join(epilogue), G=str(g), Y_PARAM=y_param,
-        Y_VIEW=y_view, P=" * ".join(outs), OCG=str(ocg),
-    )  # fmt: skip
     p = math.prod(ys[2:])
     tiles = {"BP": [t for t in (128, 64, 256, 32, 512, 1024) if t <= _np2(p)] or [16],
              "BC": [bc], "BK": [bk]}  # fmt: skip
     shape = {"M": ys[0] * p, "N": cout, "K": icg * math.prod(ks)}
+    extents = [math.prod(ks), g, icg, ocg]
+    w_type = 'al.Tensor["T", "G", "CG", "OCG"]'
+
+    def emit(weights: tuple[str, ...], loops: list[str], note: str) -> str:
+        # the Model's channels and kernel fix these extents (the weights have them)
+        facts = [f"x.shape[1].eq({g})", f"x.shape[3].eq({icg})", f"xs.shape[1].eq({cin})",
+                 f"ys.shape[1].eq({cout})"]  # fmt: skip
+        for wn in weights:
+            facts += [f"{wn}.shape[0].eq({extents[0]})", f"{wn}.shape[1].eq({g})",
+                      f"{wn}.shape[2].eq({icg})", f"{wn}.shape[3].eq({ocg})"]  # fmt: skip
+        return _fill(
+            "conv", TASK=task, WHAT=" -> ".join(names), KIND=type(mod).__name__, ENTRY=ENTRY,
+            GEOMETRY=f"{geometry}, groups {groups}",
+            STRIDED=", or a stride the tap does not land on" if transposed else "",
+            W_PARAMS=", ".join(f"{wn}: {w_type}" for wn in weights), HALVES=note,
+            VEC_PARAMS=vec_params, XS=", ".join(f'"I{j}"' for j in range(nd)),
+            YS=", ".join(f'"O{j}"' for j in range(nd)),
+            COORDS="".join([f"    al.requires({f})\n" for f in facts] + more + coords),
+            LOOPS="".join(loops), EPILOGUE="".join(epilogue), G=str(g), Y_PARAM=y_param,
+            Y_VIEW=y_view, P=" * ".join(outs), OCG=str(ocg),
+        )  # fmt: skip
+
+    source = emit(("w",), lines, "")
+    note = (" Each fp32 product is taken as three bf16 ones, a_hi*b_hi + a_hi*b_lo +\n"
+            "a_lo*b_hi (the input's halves split per step, the weight's `wh` and `wl` made once\n"
+            "per call by a `relayout_halves` kernel before this one), accumulated in fp32.")  # fmt: skip
+    split = {k: v for k, v in binding.items() if k != "w"}
+    split.update({"wh": dict(binding["w"]), "wl": dict(binding["w"])})
+    halves = Emission("conv", emit(("wh", "wl"), halves, note), ENTRY, tiles, split, shape,
+                      names, prepack={"wh": extents, "wl": extents})  # fmt: skip
     return Emission("conv", source, ENTRY, tiles, binding, shape, names,
-                    prepack={"w": [math.prod(ks), g, icg, ocg]})  # fmt: skip
+                    prepack={"w": extents}, halves=halves)  # fmt: skip
 
 
 def _dwconv(gm, ops, inputs, result, task, names, geometry_of: tuple) -> Emission:
@@ -2288,16 +2329,43 @@ def _assemble(
     kernels: list[tuple[Emission, dict[str, dict[str, Any]], str]],
     buffers: dict[str, list[Any]],
     prepack: bool = False,
+    halves: bool = False,
 ) -> Emission:
     """The program of `kernels` (each an emission, its binding to the task's inputs, the
     buffers `t<k>` and the output, and what it writes, in words), launched in order: one
     DSL module, entries `kb_k<i>`, tile constants `k<i>_`-named."""
     given = (list(kernels), dict(buffers))
     # with `prepack`, a parameter a kernel reads through a strided view (`Emission.prepack`):
-    # a `relayout` kernel before it copies it into a contiguous buffer `w<i>`, read instead
+    # a `relayout` kernel before it copies it into a contiguous buffer `w<i>`, read instead;
+    # with `halves` too, a kernel with an `Emission.halves` form runs that, its weight split
+    # by a `relayout_halves` kernel into two bf16 buffers (the plan's "dtypes" names them)
     expanded: list[tuple[Emission, dict[str, dict[str, Any]], str]] = []
     buffers = dict(buffers)
+    dtypes: dict[str, str] = {}
     for em, binding, store in kernels:
+        src = dict(binding.get("w") or {})
+        view = str(src.get("view") or "")
+        if (prepack and halves and em.halves is not None and src.get("from") == "param"
+                and view.startswith(("w_conv:", "w_convT:"))):  # fmt: skip
+            names_ = []
+            for _ in range(2):
+                name = f"w{len(buffers)}"
+                while name in buffers:
+                    name += "_"
+                buffers[name] = list(em.halves.prepack["wh"])
+                dtypes[name] = "bf16"
+                names_.append(name)
+            split = _relayout(task, str(src["attr"]), int(view.partition(":")[2]),
+                              list(em.halves.prepack["wh"]), halves=True)  # fmt: skip
+            expanded.append((split, {"w": src, "yh": {"from": "buffer", "name": names_[0]},
+                                     "yl": {"from": "buffer", "name": names_[1]}},
+                             f"buffers {names_[0]}, {names_[1]} (the weight {src['attr']}'s "
+                             "bf16 halves)"))  # fmt: skip
+            binding = {k: v for k, v in binding.items() if k != "w"}
+            binding.update({"wh": {"from": "buffer", "name": names_[0]},
+                            "wl": {"from": "buffer", "name": names_[1]}})  # fmt: skip
+            expanded.append((em.halves, binding, store))
+            continue
         for tname, extents in em.prepack.items() if prepack else ():
             src = binding.get(tname, {})
             view = str(src.get("view") or "")
@@ -2342,8 +2410,11 @@ def _assemble(
     if bad:
         raise NoTemplate(f"the program calls outside the DSL: {'; '.join(bad)}")
     plan_binding: dict[str, Any] = {PROGRAM: {"launches": launches, "buffers": buffers}}
+    if dtypes:  # buffers of another dtype than the output's
+        plan_binding[PROGRAM]["dtypes"] = dtypes
     # the program's dims (the cost model's) are its first kernel's besides weight copies
-    first = next((em for em, _, _ in kernels if em.template != "relayout"), kernels[0][0])
+    first = next((em for em, _, _ in kernels if not em.template.startswith("relayout")),
+                 kernels[0][0])  # fmt: skip
     parts_ = tuple((em.template, dict(em.shape)) for em, _, _ in kernels)
     return Emission("program", source, entries[-1], tiles, plan_binding, dict(first.shape),
                     names, tuple(entries), parts_, assembled=given)  # fmt: skip

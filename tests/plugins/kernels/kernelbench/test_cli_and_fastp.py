@@ -166,6 +166,19 @@ def test_convolutions_and_pooling_are_correct_in_the_interpreter_through_fastp(c
         assert f"{key:<12} yes" in out, out
 
 
+def test_a_bf16x3_run_of_convs_is_correct_in_the_interpreter_with_bf16_weight_halves():
+    """A run whose fp32 dots are bf16x3 binds conv tasks to the halves form (a first kernel
+    splits the weight into bf16 buffers, the conv takes three bf16 dots): in the
+    interpreter, a strided/padded Conv2d and a grouped ConvTranspose2d with output_padding
+    are verified and correct against the Model, trials at unseen sizes included."""
+    for key in ("level1/17", "level1/18"):
+        out = fastp.evaluate_task(str(TASKS), key, "interpret", 1, None, fp32_dot="bf16x3")
+        assert out.correct, (key, out.note)
+        assert "ieee dots" not in out.note, out.note  # no retry with IEEE dots was needed
+        ok, checked = out.unseen.split("/")
+        assert ok == checked and int(checked) >= 1, (key, out.unseen)
+
+
 def test_scale_outside_zero_one_is_a_template_stage_error_naming_the_value():
     out = fastp.evaluate_task(str(TASKS), "level1/4", "interpret", 1, None, scale=2.0)
     assert not out.correct and out.reached == "template" and "scale=2.0" in out.note
@@ -180,6 +193,9 @@ def test_prepack_weights_is_on_by_default_off_on_request_and_checked(run_argus):
     reg = Registry(default_plugin_manager())
     on = Stages.from_config(compose(base), reg).family
     assert on.emission.template == "program" and on.emission.parts[0][0] == "relayout"
+    # a run with bf16x3 fp32 dots: the weight's bf16 halves instead, for three bf16 dots
+    split = Stages.from_config(compose([*base, "kernel.fp32_dot=bf16x3"]), reg).family
+    assert [t for t, _ in split.emission.parts] == ["relayout_halves", "conv"]
     off = Stages.from_config(compose([*base, "kernel.options.prepack_weights=false"]), reg)
     assert off.family.emission.template == "conv"
     proc = run_argus(*base, "kernel.options.prepack_weights=maybe")

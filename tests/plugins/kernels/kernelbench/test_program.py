@@ -224,6 +224,41 @@ def test_a_convs_weight_is_copied_contiguous_by_a_first_kernel_that_the_verifier
     assert match.prepack_weights(plain, "level1/1", gm) is plain
 
 
+def test_bf16x3_convs_take_three_bf16_dots_on_halves_split_by_a_first_kernel():
+    """`prepack_weights(halves=True)` (the run's fp32 dots are bf16x3): the conv runs its
+    `halves` form (a_hi*b_hi + a_hi*b_lo + a_lo*b_hi as three bf16 dots) and a
+    `relayout_halves` kernel first writes the weight's bf16 halves into buffers w0, w1,
+    whose dtype the plan names (the family types the tensors bound to them bf16). Both
+    kernels verify; a split that writes one block short is a counterexample."""
+    from argus_plugins.kernels.kernelbench.family import KernelBenchFamily
+
+    em, gm = _captured("level1/18")  # ConvTranspose2d, 2 groups
+    assert em.halves is not None and em.halves.prepack == {"wh": [9, 2, 4, 4], "wl": [9, 2, 4, 4]}
+    pre = match.prepack_weights(em, "level1/18", gm, halves=True)
+    assert [t for t, _ in pre.parts] == ["relayout_halves", "conv"]
+    first, second = _plan(pre)["launches"]
+    assert first["binding"]["yh"] == {"from": "buffer", "name": "w0"}
+    assert first["binding"]["yl"] == {"from": "buffer", "name": "w1"}
+    assert second["binding"]["wh"] == {"from": "buffer", "name": "w0"}
+    assert "w" not in second["binding"]
+    assert _plan(pre)["dtypes"] == {"w0": "bf16", "w1": "bf16"}
+    kernel = pre.source.split("# ---- kernel kb_k1")[1]
+    assert kernel.count("al.dot(") == 3 and "acc = al.dot(ah, bh, acc)" in kernel
+    for entry in pre.entries:
+        assert _verify(pre.source, pre, entry, "level1/18").status == "verified", entry
+    short = pre.source.replace("al.cdiv(w.shape[2], k0_BK)", "al.cdiv(w.shape[2], k0_BK) - 1")
+    assert short != pre.source
+    assert _verify(short, pre, "kb_k0", "level1/18").status == "violated"
+    family = KernelBenchFamily()
+    family.emission = pre
+    assert family.tensor_dtypes("fp32") == {"yh": "bf16", "yl": "bf16", "wh": "bf16", "wl": "bf16"}
+    # without halves, or for a kernel with no halves form, the plain copy
+    plain = match.prepack_weights(em, "level1/18", gm)
+    assert [t for t, _ in plain.parts] == ["relayout", "conv"] and "dtypes" not in _plan(plain)
+    family.emission = plain
+    assert family.tensor_dtypes("fp32") == {}
+
+
 def test_a_cross_compile_specializes_the_strides_the_conv_is_given():
     """A conv reads its input and writes its output channels-last ([N, G, S, C/G] views of
     [N, C, *S]: stride 1 on dim 2) and its weight copy contiguous; the weight copy reads the
@@ -252,6 +287,31 @@ def test_a_cross_compile_specializes_the_strides_the_conv_is_given():
     _, consts, _ = specialized_signature(lowered, dtypes, policy, False)
     assert consts.get("x_stride2") == 1 and consts.get("y_stride2") == 1
     assert "x_stride3" not in consts and consts.get("w_stride3") == 1
+
+
+def test_a_bf16x3_conv_cross_compiles_its_halves_as_bf16_matrix_products():
+    """The halves form on sm_90: the three dots take bf16 operands (no fp32 input precision
+    on them), the weight halves are bf16 pointers, and the conv compiles to HGMMA without
+    spills; Triton's own bf16x3 (the plain form) splits in registers per step instead."""
+    from argus_core.config import compose
+    from argus_core.pipeline import Stages, _policy_for, _tensor_dtypes
+    from argus_core.plugin_manager import Registry, default_plugin_manager
+
+    cfg = compose(["+kernel=kernelbench", f"kernel.path={TASKS}", "kernel.task=level1/17",
+                   "backend=h200", "tracking=none", "kernel.fp32_dot=bf16x3"])  # fmt: skip
+    stages = Stages.from_config(cfg, Registry(default_plugin_manager()))
+    family = stages.family
+    irs = [TileFrontend().parse(family.source(), e, "<level1/17>") for e in ("kb_k0", "kb_k1")]
+    dtypes = _tensor_dtypes(family, "fp32", irs)
+    assert dtypes["wh"] == dtypes["wl"] == dtypes["yh"] == "bf16" and dtypes["x"] == "fp32"
+    policy = _policy_for(irs[1], Policy({k: v[0] for k, v in cfg.kernel.tiles.items()},
+                                        {"num_warps": 4, "num_stages": 3}))  # fmt: skip
+    lowered = stages.backend.lower(irs[1], policy, stages._lowering_facts())
+    assert "tl.dot(ah, bh, acc_2)" in lowered.source and "input_precision" not in lowered.source
+    lowered.unit_stride = family.unit_strides("kb_k1")
+    rep = stages.backend.compile(lowered, dtypes, policy)
+    assert rep.ok, rep.error
+    assert rep.mma_count > 0 and "HGMMA" in rep.asm and not rep.spills
 
 
 @pytest.mark.parametrize("groups", [1, 2, 3, 4, 16])
