@@ -2213,14 +2213,53 @@ def _is_reshape(op: Op) -> bool:
     return math.prod(_shape(op.node)) == math.prod(_shape(op.args[0])) and bool(_shape(op.node))
 
 
-def _view_shape_expr(node: Any, src: list[Any]) -> list[Any]:
+def _size_expr(a: Any, extent_of: Callable[[Any], list[Any]] | None) -> Any:
+    """The extent expression of a view's argument `a`: an int as it is; `t.shape[i]` or
+    `t.size(i)` of a traced tensor t as t's extent i (`extent_of(t)`); None otherwise."""
+    if isinstance(a, int) and not isinstance(a, bool):
+        return a
+    if extent_of is None or not _is_node(a):
+        return None
+    t, i = None, None
+    if a.op == "call_function" and a.target is operator.getitem and len(a.args) == 2:
+        base, i = a.args
+        if _is_node(base) and (
+            (base.op == "call_function" and base.target is getattr and base.args[1:] == ("shape",))
+            or (base.op == "call_method" and base.target == "size" and len(base.args) == 1)
+        ):
+            t = base.args[0]
+    elif a.op == "call_method" and a.target == "size" and len(a.args) == 2:
+        t, i = a.args
+    if t is None or not isinstance(i, int) or not _is_node(t):
+        return None
+    ext = extent_of(t)
+    return ext[i % len(ext)] if ext else None
+
+
+def _view_shape_expr(
+    node: Any, src: list[Any], extent_of: Callable[[Any], list[Any]] | None = None
+) -> list[Any]:
     """The extents of a reshape `node` of a tensor of extents `src` (expressions):
-    unsqueeze/squeeze of a dim and flatten follow them; others are literal."""
+    unsqueeze/squeeze of a dim and flatten follow them; a view/reshape whose sizes are
+    ints, -1 or extents of traced tensors (`b, c = x.shape[:2]; y.view(b, c, -1)`: through
+    `extent_of`) follows those; others are literal."""
     shape = list(_shape(node))
     name = str(node.target).removeprefix(".")
     name = getattr(node.target, "__name__", name)
     dims = [a for a in node.args[1:] if isinstance(a, int)]
     rank = len(src)
+    if name in ("view", "reshape") and len(node.args) > 1:
+        args = node.args[1:]
+        if len(args) == 1 and isinstance(args[0], tuple | list):
+            args = tuple(args[0])
+        sizes = [_size_expr(a, extent_of) for a in args]
+        if len(sizes) == len(shape) and all(e is not None for e in sizes):
+            if sizes.count(-1) == 1:  # the rest of the elements
+                whole = " * ".join(f"({e})" for e in src) or "1"
+                rest = " * ".join(f"({e})" for e in sizes if e != -1) or "1"
+                sizes[sizes.index(-1)] = f"({whole}) // ({rest})"
+            if -1 not in sizes:
+                return sizes
     if name == "unsqueeze" and len(dims) == 1:
         d = dims[0] % (rank + 1)
         return [*src[:d], 1, *src[d:]]
@@ -2257,7 +2296,11 @@ def _program(gm, ops, inputs, result, task, names) -> Emission:
             if src not in seg_inputs[n_in:]:
                 raise NoTemplate(f"{ops[a].kind} of a value that no earlier kernel stored")
             k_src = held[seg_inputs[n_in:].index(src)][0]
-            known[ops[a].node] = _view_shape_expr(ops[a].node, _shape_expr(src, inputs, known))
+            known[ops[a].node] = _view_shape_expr(
+                ops[a].node,
+                _shape_expr(src, inputs, known),
+                lambda t: _shape_expr(t, inputs, known),
+            )
             seg_inputs.append(ops[a].node)
             held.append((k_src, ops[a].node))
             a += 1

@@ -326,3 +326,33 @@ def test_the_stride_1_dim_of_each_view_at_any_number_of_groups(groups):
     assert harness.unit_stride_dim("gns" + g) == (3, 4)
     assert harness.unit_stride_dim("w_dw") == (0, 2)
     assert harness.unit_stride_dim("2d") == (1, 2) and harness.unit_stride_dim(None) == (3, 4)
+
+
+def test_a_view_by_the_traced_sizes_follows_them_at_other_sizes():
+    """`b, c, d, h, w = x.shape; x.view(b, c, -1) ... .view(b, c, d, h, w)` (level2/38): the
+    view's extents are the source's extent expressions and the rest of its elements, not
+    the traced literals, so a buffer seen through it fits a trial at other sizes (the
+    unseen-size trial failed: "shape '[32, 64, 131072]' is invalid")."""
+    import torch
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            b, c, d, h, w = x.shape
+            y = torch.softmax(x.view(b, c, -1), dim=2)
+            return y.view(b, c, d, h, w) + x.size(1)
+
+    gm = torch.fx.symbolic_trace(M())
+    ShapeProp(gm).propagate(torch.empty(2, 3, 4, 5, 6))
+    nodes = {n.name: n for n in gm.graph.nodes}
+    ext = {nodes["x"]: ["s[0][0]", 3, "s[0][2]", "s[0][3]", "s[0][4]"]}
+    flat = match._view_shape_expr(nodes["view"], ext[nodes["x"]], ext.get)
+    back = match._view_shape_expr(nodes["view_1"], flat, ext.get)
+    s = [[7, 3, 2, 9, 4]]  # other sizes than the traced ones
+
+    def at(exprs):
+        return [eval(e, {"__builtins__": {}}, {"s": s}) if isinstance(e, str) else e for e in exprs]
+
+    assert at(flat) == [7, 3, 2 * 9 * 4] and at(back) == [7, 3, 2, 9, 4]
+    # without the sizes' source, or with a size from no traced tensor: the literal shape
+    assert match._view_shape_expr(nodes["view"], ext[nodes["x"]]) == [2, 3, 120]
