@@ -423,7 +423,8 @@ def _rule(
             )
         if kind in ("softmax", "log_softmax"):
             return _row(deps[args[0]], mod.dim if mod.dim is not None else -1, kind, bound)
-        if kind in ("GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm"):
+        if kind in ("GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "LayerNorm",
+                    "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"):  # fmt: skip
             return _norm(node, kind, mod, deps[args[0]], gm, deps, bound)
         if kind in CONVS:
             return _conv(node, kind, mod, deps[args[0]], gm, deps, bound)
@@ -884,8 +885,9 @@ def _norm(
     bound: Callable[..., Sym],
 ) -> _Dep:
     """Normalization layers: the element, its statistics' set (the channel's group for
-    GroupNorm, the row's last dims for LayerNorm; none for BatchNorm in eval, whose running
-    statistics are parameters) and the per-channel (per-feature) parameters."""
+    GroupNorm, the row's last dims for LayerNorm, the (sample, channel)'s positions for
+    InstanceNorm; none for BatchNorm in eval, whose running statistics are parameters) and
+    the per-channel (per-feature) parameters."""
     n = len(x.shape)
     o = [out_sym(d) for d in range(n)]
     reads = x.at(o)
@@ -905,6 +907,12 @@ def _norm(
         rs = [bound("reduce", x.shape[d], node.name) for d in range(n - k, n)]
         reads += x.at([*o[: n - k], *rs])
         chan = o[n - k :]
+    elif kind.startswith("InstanceNorm") and (mod.training or not mod.track_running_stats):
+        # each (sample, channel)'s own statistics over its positions (in eval too, unless
+        # it tracks running statistics: then as BatchNorm in eval, below)
+        rest = [bound("reduce", x.shape[d], node.name) for d in range(2, n)]
+        reads += x.at([o[0], o[1], *rest])
+        chan = [o[1]]
     else:
         if mod.training or not mod.track_running_stats:
             raise CannotDerive(f"{node.name}: {kind} in training mode is not supported (eval only)")

@@ -145,6 +145,36 @@ def test_group_norm_reads_its_group_and_channel_parameters():
     }
 
 
+def test_instance_norm_reads_its_sample_and_channels_positions():
+    """InstanceNorm (eval, no running statistics: each (sample, channel)'s own over its
+    positions) reads the element, its (n, c) plane and the affine per-channel parameters;
+    one that tracks running statistics reads those, as BatchNorm in eval."""
+
+    class Inst(torch.nn.Module):
+        def __init__(self, track: bool):
+            super().__init__()
+            self.n = torch.nn.InstanceNorm2d(8, affine=True, track_running_stats=track)
+
+        def forward(self, x):
+            return self.n(x)
+
+    s = spec_of_module(lambda: Inst(False).eval(), lambda: [torch.randn(2, 8, 5, 6)], ["x"], ["y"])
+    assert {r.text() for r in s.outputs["y"].reads} == {
+        "x[o0, o1, o2, o3]",
+        "x[o0, o1, r0, r1]",
+        "n.weight[o1]",
+        "n.bias[o1]",
+    }
+    s = spec_of_module(lambda: Inst(True).eval(), lambda: [torch.randn(2, 8, 5, 6)], ["x"], ["y"])
+    assert {r.text() for r in s.outputs["y"].reads} == {
+        "x[o0, o1, o2, o3]",
+        "n.running_mean[o1]",
+        "n.running_var[o1]",
+        "n.weight[o1]",
+        "n.bias[o1]",
+    }
+
+
 def test_batch_norm_eval_is_per_channel():
     class B(torch.nn.Module):
         def __init__(self):

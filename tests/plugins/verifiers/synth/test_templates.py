@@ -155,10 +155,11 @@ SYNTH_ONLY = {
 NOT_DERIVED = {
     # a concatenation (zeros, then the narrowed cumsum) reads piecewise: no rule for `cat`
     "lm:cumsum_exclusive": r"op 'narrow' has no specification rule",
-    # InstanceNorm has no rule yet (GroupNorm with one channel per group would do)
-    "lm:instance_norm_affine": r"op 'InstanceNorm2d' has no specification rule",
     # the kernel sees x as [G, C/G, N, S] (a permuted, split view): not a merge of dims
     "lm:group_norm": r"views \['gns:3'\] are not supported",
+    # InstanceNorm has its rule (each (sample, channel)'s positions); the kernel reads x as
+    # GroupNorm's [G, C/G, N, S] view, the same split and permutation
+    "lm:instance_norm_affine": r"views \['gns:4'\] are not supported",
     # cross_entropy reads x[r, y[r]] through the target's values: no rule
     "lm:cross_entropy": r"op 'cross_entropy' has no specification rule",
     "lm:triplet": r"op 'TripletMarginLoss' has no specification rule",
