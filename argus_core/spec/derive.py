@@ -119,7 +119,7 @@ REDUCTIONS = {
     "argmax",
 }
 ROW_OPS = {"softmax", "log_softmax"}
-MATMULS = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention"}
+MATMULS = {"matmul", "mm", "bmm", "linear", "scaled_dot_product_attention", "einsum"}
 LAYOUT = {
     "transpose",
     "permute",
@@ -465,6 +465,8 @@ def _rule(
             ]
             reads += deps[a].at(idx)
         return _Dep(reads, shape)
+    if kind == "einsum":
+        return _einsum(node, args, deps, bound)
     if kind in ("matmul", "mm", "bmm"):
         a, b = deps[args[0]], deps[args[1]]
         if len(a.shape) < 2 or len(b.shape) < 2:
@@ -873,6 +875,49 @@ def _mask(
         edge = col <= row + d if kind == "tril" else col >= row + d
         return _Dep([], x.shape, land(x.pred, edge))
     return _Dep([], x.shape, _neg(x.pred))
+
+
+def _einsum(
+    node: Any, args: tuple[Any, ...], deps: dict[Any, _Dep], bound: Callable[..., Sym]
+) -> _Dep:
+    """`torch.einsum("bijl,lk->bijk", a, b)`: each output letter is an output coordinate,
+    each letter not in the output is contracted (one variable a letter, shared by every
+    operand that has it); an operand's dim of extent 1 under a letter that others give
+    more broadcasts (index 0). An implicit output (no "->") is the letters seen once, in
+    alphabetical order, as PyTorch's. Ellipses are refused."""
+    eq = args[0] if args and isinstance(args[0], str) else None
+    ops = list(args[1:])
+    if len(ops) == 1 and isinstance(ops[0], tuple | list):
+        ops = list(ops[0])
+    if eq is None or not ops or any(o not in deps for o in ops):
+        raise CannotDerive(f"{node.name} (einsum): an equation and traced operands only")
+    eq = eq.replace(" ", "")
+    if "." in eq:
+        raise CannotDerive(f"{node.name} (einsum {eq!r}): ellipses are not supported")
+    lhs, arrow, rhs = eq.partition("->")
+    subs = lhs.split(",")
+    if len(subs) != len(ops) or any(len(sub) != len(deps[o].shape) for sub, o in zip(subs, ops)):
+        raise CannotDerive(f"{node.name} (einsum {eq!r}): subscripts do not fit the operands")
+    if not arrow:
+        seen = "".join(subs)
+        rhs = "".join(sorted(c for c in set(seen) if seen.count(c) == 1))
+    extent: dict[str, IntLike] = {}
+    for sub, o in zip(subs, ops):
+        for c, e in zip(sub, deps[o].shape):
+            if c not in extent or _one(extent[c]):
+                extent[c] = e
+    if any(c not in extent for c in rhs) or len(set(rhs)) != len(rhs):
+        raise CannotDerive(f"{node.name} (einsum {eq!r}): an output letter no operand has")
+    var: dict[str, IntLike] = {c: out_sym(j) for j, c in enumerate(rhs)}
+    for c in sorted(extent):
+        if c not in var:
+            var[c] = bound("contract", extent[c], node.name)
+    reads: list[Read] = []
+    for sub, o in zip(subs, ops):
+        x = deps[o]
+        reads += x.at([0 if _one(e) and not _one(extent[c]) else var[c]
+                       for c, e in zip(sub, x.shape)])  # fmt: skip
+    return _Dep(reads, tuple(extent[c] for c in rhs))
 
 
 def _norm(

@@ -48,6 +48,22 @@ def test_matmul_contracts_k_symbolically():
     assert [str(d) for d in s.outputs["c"].shape] == ["a_0", "b_1"]
 
 
+def test_einsum_maps_letters_to_output_coordinates_and_contractions():
+    """Each output letter an output coordinate, each other letter one contracted variable
+    shared by the operands that have it; the implicit form's output is the letters seen
+    once; a dim of 1 broadcasts; ellipses are refused, naming the equation."""
+    s = derive(lambda a, b: torch.einsum("bijl,lk->bijk", a, b), (2, 3, 5, 7), (7, 4),
+               inputs=["a", "b"], outputs=["c"])  # fmt: skip
+    assert {r.text() for r in s.outputs["c"].reads} == {"a[o0, o1, o2, k0]", "b[k0, o3]"}
+    assert [str(d) for d in s.outputs["c"].shape] == ["a_0", "a_1", "a_2", "b_1"]
+    s = derive(lambda a, b: torch.einsum("ij,jk", a, b), (4, 6), (6, 5), inputs=["a", "b"])
+    assert {r.text() for r in s.outputs["out0"].reads} == {"a[o0, k0]", "b[k0, o1]"}
+    s = derive(lambda a, b: torch.einsum("ij,ij->i", a, b), (4, 6), (1, 6), inputs=["a", "b"])
+    assert {r.text() for r in s.outputs["out0"].reads} == {"a[o0, k0]", "b[0, k0]"}
+    with pytest.raises(CannotDerive, match=r"einsum '\.\.\.ij,jk'.*ellipses"):
+        derive(lambda a, b: torch.einsum("...ij,jk", a, b), (2, 4, 6), (6, 5))
+
+
 def test_dims_name_the_shape_symbols():
     from argus_core.ir import Sym
 

@@ -136,6 +136,7 @@ CASES = {
         ("x0.tile(ROWS, BN)[pm, c2]", "x0.tile(ROWS, BN)[0, c2]"),
     ),
     "lm:scale_by_number": ("bcast", ("x0.tile(BR, BC)[pr, pc]", "x0.tile(BR, BC)[0, pc]")),
+    "lm:einsum_rows": ("bmm", ("a.tile(BM, BK)[pm, k]", "a.tile(BM, BK)[pm, 0]")),
 }
 SYNTH_ONLY = {
     "elementwise",
@@ -163,7 +164,6 @@ NOT_DERIVED = {
     # cross_entropy reads x[r, y[r]] through the target's values: no rule
     "lm:cross_entropy": r"op 'cross_entropy' has no specification rule",
     "lm:triplet": r"op 'TripletMarginLoss' has no specification rule",
-    "lm:einsum_rows": r"op 'einsum' has no specification rule",
     # b [K, 1] read as a [K] vector: its 1d view merges the summed index with the output's
     # column of extent 1, which the spec model does not equate with the summed index alone
     "lm:matvec_long_rows": r"its 1d view merges coordinates k0, o1",
