@@ -157,6 +157,7 @@ SUPPORTED = sorted(
     | LOSSES
     | CONVS
     | POOLS
+    | {"TripletMarginLoss", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
 )
 
 _OPERATORS = {
@@ -432,6 +433,8 @@ def _rule(
             return _pool(node, kind, mod, deps[args[0]], bound)
         if kind in ADAPTIVE:
             return _adaptive(node, kind, mod, deps[args[0]], bound)
+        if kind == "TripletMarginLoss":
+            return _triplet(node, mod, args, deps, bound)
     if kind in INDEX_VALUED:
         return _index_valued(node, kind, args, kwargs, deps)
     o = [out_sym(d) for d in range(8)]
@@ -918,6 +921,38 @@ def _einsum(
         reads += x.at([0 if _one(e) and not _one(extent[c]) else var[c]
                        for c, e in zip(sub, x.shape)])  # fmt: skip
     return _Dep(reads, tuple(extent[c] for c in rhs))
+
+
+def _triplet(
+    node: Any, mod: Any, args: tuple[Any, ...], deps: dict[Any, _Dep], bound: Callable[..., Sym]
+) -> _Dep:
+    """nn.TripletMarginLoss(anchor, positive, negative): each row's distances d(a, p),
+    d(a, n) (and d(p, n) with `swap`) each a sum over the two rows' elements (a dim of 1
+    broadcasts); reduction "none" gives one loss a row, "mean"/"sum" one over every row."""
+    ops = list(args[:3])
+    if len(ops) != 3 or any(a not in deps for a in ops):
+        raise CannotDerive(f"{node.name} (TripletMarginLoss): three traced operands only")
+    red = getattr(mod, "reduction", "mean")
+    if red not in ("mean", "sum", "none"):
+        raise CannotDerive(f"{node.name} (TripletMarginLoss): reduction {red!r}")
+    shape = _broadcast([deps[a].shape for a in ops])
+    if not shape:
+        raise CannotDerive(f"{node.name} (TripletMarginLoss): 0-d operands")
+    lead = len(shape) - 1
+    rows: list[IntLike] = (
+        [out_sym(d) for d in range(lead)]
+        if red == "none"
+        else [bound("reduce", shape[d], node.name) for d in range(lead)]
+    )
+    pairs = [(0, 1), (0, 2)] + ([(1, 2)] if getattr(mod, "swap", False) else [])
+    reads: list[Read] = []
+    for pair in pairs:  # each distance its own sum over the row's elements
+        idx = [*rows, bound("reduce", shape[-1], node.name)]
+        for i in pair:
+            sh = deps[ops[i]].shape
+            off = len(shape) - len(sh)
+            reads += deps[ops[i]].at([0 if _one(sh[k]) else idx[k + off] for k in range(len(sh))])
+    return _Dep(reads, tuple(shape[:lead]) if red == "none" else ())
 
 
 def _norm(

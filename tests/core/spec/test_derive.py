@@ -64,6 +64,29 @@ def test_einsum_maps_letters_to_output_coordinates_and_contractions():
         derive(lambda a, b: torch.einsum("...ij,jk", a, b), (2, 4, 6), (6, 5))
 
 
+def test_triplet_margin_loss_sums_each_distance_over_its_own_rows_elements():
+    """d(a, p) and d(a, n) are separate sums (a kernel reading n inside d(a, p)'s sum is
+    wrong), over shared rows: one loss a row with reduction "none"."""
+
+    class T(torch.nn.Module):
+        def __init__(self, red: str):
+            super().__init__()
+            self.loss = torch.nn.TripletMarginLoss(margin=0.5, reduction=red)
+
+        def forward(self, a, p, n):
+            return self.loss(a, p, n)
+
+    shapes = [torch.randn(5, 7) for _ in range(3)]
+    s = spec_of_module(lambda: T("mean"), lambda: shapes, ["a", "p", "n"], ["y"])
+    assert {r.text() for r in s.outputs["y"].reads} == {
+        "a[r0, r1]", "p[r0, r1]", "a[r0, r2]", "n[r0, r2]"
+    }  # fmt: skip
+    s = spec_of_module(lambda: T("none"), lambda: shapes, ["a", "p", "n"], ["y"])
+    assert {r.text() for r in s.outputs["y"].reads} == {
+        "a[o0, r0]", "p[o0, r0]", "a[o0, r1]", "n[o0, r1]"
+    }  # fmt: skip
+
+
 def test_dims_name_the_shape_symbols():
     from argus_core.ir import Sym
 
