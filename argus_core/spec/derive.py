@@ -157,7 +157,7 @@ SUPPORTED = sorted(
     | LOSSES
     | CONVS
     | POOLS
-    | {"TripletMarginLoss", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"}
+    | {"TripletMarginLoss", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "cross_entropy"}
 )
 
 _OPERATORS = {
@@ -664,6 +664,8 @@ def _rule(
                 idx.append(out_sym(j))
                 j += 1
         return _Dep(x.at(idx), tuple(x.shape[d] for d in range(n) if d not in drop))
+    if kind == "cross_entropy":
+        return _cross_entropy(node, args, kwargs, deps, bound)
     if kind in LOSSES:  # the mean/sum of a per-element loss over every element
         ops = [a for a in args[:2] if a in deps]
         red = kwargs.get("reduction", "mean")
@@ -921,6 +923,38 @@ def _einsum(
         reads += x.at([0 if _one(e) and not _one(extent[c]) else var[c]
                        for c, e in zip(sub, x.shape)])  # fmt: skip
     return _Dep(reads, tuple(extent[c] for c in rhs))
+
+
+def _cross_entropy(
+    node: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    deps: dict[Any, _Dep],
+    bound: Callable[..., Sym],
+) -> _Dep:
+    """`F.cross_entropy(x [R, K], y [R])` with class indices (no weights, no smoothing):
+    row r reads its every logit (the log-sum-exp) and the logit of its class, x[r, y[r]]
+    (a read through the target's values, as `_gather`); "mean"/"sum" over the rows, "none"
+    one loss a row."""
+    from argus_core.ir.tags import read as data_read
+
+    x, y = (deps.get(a) for a in args[:2]) if len(args) >= 2 else (None, None)
+    if x is None or y is None or len(x.shape) != 2 or len(y.shape) != 1:
+        raise CannotDerive(f"{node.name} (cross_entropy): [R, K] logits and [R] class indices only")
+    if len(y.reads) != 1 or y.pred is not None:
+        raise CannotDerive(f"{node.name} (cross_entropy): the targets must be a graph input")
+    for k in ("weight", "label_smoothing"):
+        if kwargs.get(k) not in (None, 0.0):
+            raise CannotDerive(f"{node.name} (cross_entropy): {k} is not supported")
+    red = kwargs.get("reduction", "mean")
+    if red not in ("mean", "sum", "none"):
+        raise CannotDerive(f"{node.name} (cross_entropy): reduction {red!r}")
+    row: IntLike = out_sym(0) if red == "none" else bound("reduce", x.shape[0], node.name)
+    col = bound("reduce", x.shape[1], node.name)
+    (t,) = y.reads
+    cls = data_read(t.tensor, *[_subs(e, {out_sym(0): row}) for e in t.index])
+    reads = x.at([row, col]) + x.at([row, cls]) + y.at([row])
+    return _Dep(reads, (x.shape[0],) if red == "none" else ())
 
 
 def _triplet(

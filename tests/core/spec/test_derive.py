@@ -87,6 +87,30 @@ def test_triplet_margin_loss_sums_each_distance_over_its_own_rows_elements():
     }  # fmt: skip
 
 
+def test_cross_entropy_reads_each_rows_logits_and_its_targets_logit():
+    """Row r: every logit (the log-sum-exp) and x[r, y[r]] through the target's value;
+    weights are refused by name."""
+
+    class CE(torch.nn.Module):
+        def __init__(self, **kw):
+            super().__init__()
+            self.kw = kw
+
+        def forward(self, x, y):
+            return F.cross_entropy(x, y, **self.kw)
+
+    def inputs():
+        return [torch.randn(6, 4), torch.randint(0, 4, (6,))]
+
+    s = spec_of_module(CE, inputs, ["x", "y"], ["l"])
+    got = {r.text() for r in s.outputs["l"].reads}
+    assert got == {"x[r0, r1]", "x[r0, @y[r0]]", "y[r0]"}, got
+    s = spec_of_module(lambda: CE(reduction="none"), inputs, ["x", "y"], ["l"])
+    assert {r.text() for r in s.outputs["l"].reads} == {"x[o0, r0]", "x[o0, @y[o0]]", "y[o0]"}
+    with pytest.raises(CannotDerive, match=r"cross_entropy\): weight"):
+        spec_of_module(lambda: CE(weight=torch.ones(4)), inputs, ["x", "y"], ["l"])
+
+
 def test_dims_name_the_shape_symbols():
     from argus_core.ir import Sym
 

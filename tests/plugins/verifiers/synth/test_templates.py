@@ -138,6 +138,7 @@ CASES = {
     "lm:scale_by_number": ("bcast", ("x0.tile(BR, BC)[pr, pc]", "x0.tile(BR, BC)[0, pc]")),
     "lm:einsum_rows": ("bmm", ("a.tile(BM, BK)[pm, k]", "a.tile(BM, BK)[pm, 0]")),
     "lm:triplet": ("lossreduce", ("al.load(x1.", "al.load(x0.")),
+    "lm:cross_entropy": ("lossreduce", ("tg1.tile(ROWS)[r]", "tg1.tile(ROWS)[0]")),
 }
 SYNTH_ONLY = {
     "elementwise",
@@ -164,7 +165,6 @@ NOT_DERIVED = {
     # GroupNorm's [G, C/G, N, S] view, the same split and permutation
     "lm:instance_norm_affine": r"views \['gns:4'\] are not supported",
     # cross_entropy reads x[r, y[r]] through the target's values: no rule
-    "lm:cross_entropy": r"op 'cross_entropy' has no specification rule",
     # b [K, 1] read as a [K] vector: its 1d view merges the summed index with the output's
     # column of extent 1, which the spec model does not equate with the summed index alone
     "lm:matvec_long_rows": r"its 1d view merges coordinates k0, o1",
