@@ -869,6 +869,20 @@ def _mask(
             )
         return _Dep([], shape, land())
     x = deps.get(args[0])
+    if x is not None and x.pred is None and kind in ("tril", "triu"):
+        # of data: the element where it lies on its side of the diagonal, else 0 (reads
+        # nothing there)
+        n = len(x.shape)
+        d = kwargs.get("diagonal", args[1] if len(args) > 1 else 0)
+        if not isinstance(d, int) or n < 2:
+            raise CannotDerive(f"{node.name} ({kind}): an int diagonal of a >= 2-d tensor only")
+        row, col = o[n - 2], o[n - 1]
+        edge = col <= row + d if kind == "tril" else col >= row + d
+        reads = [
+            Read(r.tensor, r.index, land(*(g for g in (r.guard, edge) if g is not None)))
+            for r in x.reads
+        ]
+        return _Dep(reads, x.shape)
     if x is None or x.pred is None:
         raise CannotDerive(
             f"{node.name} ({kind}): only masks made in the graph (ones, tril, triu, ~) are supported"

@@ -111,6 +111,16 @@ def test_cross_entropy_reads_each_rows_logits_and_its_targets_logit():
         spec_of_module(lambda: CE(weight=torch.ones(4)), inputs, ["x", "y"], ["l"])
 
 
+def test_triu_of_data_guards_the_reads_by_the_diagonal():
+    s = derive(lambda a, b: torch.triu(a @ b, diagonal=1), (5, 3), (3, 5), inputs=["a", "b"],
+               outputs=["c"])  # fmt: skip
+    assert {r.text() for r in s.outputs["c"].reads} == {
+        "a[o0, k0] if o1 >= o0 + 1", "b[k0, o1] if o1 >= o0 + 1"
+    }  # fmt: skip
+    s = derive(lambda x: torch.tril(x), (4, 4), inputs=["x"], outputs=["y"])
+    assert {r.text() for r in s.outputs["y"].reads} == {"x[o0, o1] if o1 <= o0"}
+
+
 def test_dims_name_the_shape_symbols():
     from argus_core.ir import Sym
 
