@@ -158,6 +158,7 @@ SUPPORTED = sorted(
     | CONVS
     | POOLS
     | {"TripletMarginLoss", "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "cross_entropy"}
+    | {"cat", "concat", "concatenate", "narrow", "select", "zeros", "zeros_like"}
 )
 
 _OPERATORS = {
@@ -540,6 +541,8 @@ def _rule(
         for d, p in enumerate(perm):
             idx[p] = o[d]
         return _Dep(x.at(idx), tuple(x.shape[p] for p in perm))
+    if kind in ("cat", "concat", "concatenate", "narrow", "select", "zeros_like", "zeros"):
+        return _pieces(node, kind, args, kwargs, deps)
     if kind == "unsqueeze":
         x = deps[args[0]]
         d = _dim(args[1], len(x.shape) + 1, kind)
@@ -894,6 +897,56 @@ def _mask(
         edge = col <= row + d if kind == "tril" else col >= row + d
         return _Dep([], x.shape, land(x.pred, edge))
     return _Dep([], x.shape, _neg(x.pred))
+
+
+def _pieces(
+    node: Any, kind: str, args: list[Any], kwargs: dict[str, Any], deps: dict[Any, _Dep]
+) -> _Dep:
+    """Layouts that read a piece: `narrow(x, d, start, length)` (element o_d reads
+    x[o_d + start]), `select(x, d, i)` (x at i along d, the dim dropped), `cat(xs, d)`
+    (element o_d of operand j's range reads it at o_d - offset_j, guarded by that range),
+    `zeros`/`zeros_like` (no input element)."""
+    o = [out_sym(d) for d in range(8)]
+    if kind in ("zeros", "zeros_like"):
+        shape = tuple(node.meta["tensor_meta"].shape)
+        if kind == "zeros_like" and args and args[0] in deps:
+            shape = tuple(deps[args[0]].shape)
+        return _Dep([], shape)
+    if kind in ("narrow", "select"):
+        x = deps.get(args[0])
+        if x is None:
+            raise CannotDerive(f"{node.name} ({kind}): of a traced tensor only")
+        n = len(x.shape)
+        rest = args[1:] + [kwargs[k] for k in ("dim", "start", "length", "index") if k in kwargs]
+        d = _dim(rest[0] if rest else None, n, kind)
+        if kind == "select":
+            i = rest[1] if len(rest) > 1 else None
+            if not isinstance(i, int | Expr):
+                raise CannotDerive(f"{node.name} (select): an index of the shapes only")
+            if isinstance(i, int) and i < 0:  # from the end
+                i = x.shape[d] + i
+            idx = [*o[:d], i, *o[d : n - 1]]
+            return _Dep(x.at(idx), tuple(x.shape[k] for k in range(n) if k != d))
+        start, length = (rest[1], rest[2]) if len(rest) > 2 else (None, None)
+        if not isinstance(start, int | Expr) or not isinstance(length, int | Expr):
+            raise CannotDerive(f"{node.name} (narrow): start and length of the shapes only")
+        idx = [o[k] + start if k == d else o[k] for k in range(n)]
+        return _Dep(x.at(idx), tuple(length if k == d else x.shape[k] for k in range(n)))
+    parts = args[0] if args and isinstance(args[0], tuple | list) else None
+    if parts is None or any(p not in deps for p in parts):
+        raise CannotDerive(f"{node.name} ({kind}): a list of traced tensors only")
+    n = len(deps[parts[0]].shape)
+    d = _dim(args[1] if len(args) > 1 else kwargs.get("dim", 0), n, kind)
+    reads: list[Read] = []
+    off: IntLike = 0
+    for p in parts:
+        x = deps[p]
+        e = x.shape[d]
+        within = land(as_expr(o[d]) >= off, as_expr(o[d]) < off + e)
+        reads += x.at([o[k] - off if k == d else o[k] for k in range(n)], within)
+        off = e if isinstance(off, int) and off == 0 else off + e
+    shape = tuple(off if k == d else deps[parts[0]].shape[k] for k in range(n))
+    return _Dep(reads, shape)
 
 
 def _einsum(

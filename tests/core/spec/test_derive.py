@@ -121,6 +121,25 @@ def test_triu_of_data_guards_the_reads_by_the_diagonal():
     assert {r.text() for r in s.outputs["y"].reads} == {"x[o0, o1] if o1 <= o0"}
 
 
+def test_cat_narrow_and_select_read_their_pieces():
+    """cat: each operand's range of the dim reads it there (guarded); narrow shifts by
+    its start; select drops the dim at its index; zeros read nothing."""
+    s = derive(lambda a, b: torch.cat((a, b), dim=1), (2, 3), (2, 4), inputs=["a", "b"],
+               outputs=["c"])  # fmt: skip
+    assert {r.text() for r in s.outputs["c"].reads} == {
+        "a[o0, o1] if ((o1 >= 0) & (o1 < a_1))",
+        "b[o0, o1 - a_1] if ((o1 >= a_1) & (o1 < a_1 + b_1))",
+    }
+    s = derive(lambda x: x.narrow(1, 2, 3), (4, 6), inputs=["x"], outputs=["y"])
+    assert {r.text() for r in s.outputs["y"].reads} == {"x[o0, o1 + 2]"}
+    assert [str(e) for e in s.outputs["y"].shape] == ["x_0", "3"]
+    s = derive(lambda x: x.select(1, -1), (4, 6), inputs=["x"], outputs=["y"])
+    assert {r.text() for r in s.outputs["y"].reads} == {"x[o0, x_1 + (-1)]"}
+    s = derive(lambda x: torch.cat((torch.zeros_like(x[:, :1]), x), 1), (4, 6), inputs=["x"])
+    got = {r.text() for r in s.outputs["out0"].reads}
+    assert got == {"x[o0, o1 - 1] if ((o1 >= 1) & (o1 < 1 + x_1))"}, got
+
+
 def test_dims_name_the_shape_symbols():
     from argus_core.ir import Sym
 
