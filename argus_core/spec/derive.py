@@ -788,9 +788,22 @@ def _is_dep(k: Any, deps: dict[Any, _Dep]) -> bool:
     return not isinstance(k, slice | int | type(None) | type(Ellipsis)) and k in deps
 
 
+def _slice_end(v: Any, default: IntLike, extent: IntLike) -> IntLike:
+    """A slice's start or stop: `default` where None, counted from `extent` where negative,
+    clamped to `extent` where a literal past it (`x[:, :1]` of a dim of 1)."""
+    if v is None:
+        return default
+    if isinstance(v, int) and v < 0:
+        return extent + v
+    if isinstance(v, int) and isinstance(extent, int):
+        return min(v, extent)
+    return v
+
+
 def _select(node: Any, x: _Dep, key: Any, deps: dict[Any, _Dep]) -> _Dep:
-    """`x[i]`, `x[:, 0]`, `x[..., None]`, `x[ids]`: ints select, full slices keep, None
-    inserts a dim of 1, an input index tensor gathers (`_gather`)."""
+    """`x[i]`, `x[:, 0]`, `x[:, 2:-1]`, `x[..., None]`, `x[ids]`: ints select, full slices
+    keep, slices of step 1 take a piece (shifted by their start), None inserts a dim of 1,
+    an input index tensor gathers (`_gather`)."""
     items = list(key) if isinstance(key, tuple | list) else [key]
     if any(isinstance(k, type(Ellipsis)) for k in items):
         pos = next(i for i, k in enumerate(items) if isinstance(k, type(Ellipsis)))
@@ -826,9 +839,20 @@ def _select(node: Any, x: _Dep, key: Any, deps: dict[Any, _Dep]) -> _Dep:
             shape.append(x.shape[d])
             j += 1
             d += 1
+        elif (
+            isinstance(k, slice)
+            and k.step in (None, 1)
+            and all(isinstance(v, int | Expr | type(None)) for v in (k.start, k.stop))
+        ):  # a contiguous piece `a:b` (ends from the back where negative): as narrow
+            lo, hi = _slice_end(k.start, 0, x.shape[d]), _slice_end(k.stop, x.shape[d], x.shape[d])
+            index.append(o[j] + lo if not (isinstance(lo, int) and lo == 0) else o[j])
+            shape.append(hi - lo if not (isinstance(lo, int) and lo == 0) else hi)
+            j += 1
+            d += 1
         else:
             raise CannotDerive(
-                f"{node.name}: index {k!r} is not supported (ints, ':', None, an index tensor)"
+                f"{node.name}: index {k!r} is not supported (ints, slices of step 1, None, "
+                "an index tensor)"
             )
     for t in range(d, len(x.shape)):
         index.append(o[j])

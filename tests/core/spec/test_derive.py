@@ -139,6 +139,8 @@ def test_cat_narrow_and_select_read_their_pieces():
                inputs=["x"])  # fmt: skip
     got = {r.text() for r in s.outputs["out0"].reads}
     assert got == {"x[o0, o1 - 1] if ((o1 >= 1) & (o1 < 1 + x_1))"}, got
+    s = derive(lambda x: x[:, 2:-1] + x[:, :1], (4, 6), inputs=["x"], outputs=["y"])
+    assert {r.text() for r in s.outputs["y"].reads} == {"x[o0, o1 + 2]", "x[o0, 0]"}
 
 
 def test_dims_name_the_shape_symbols():
