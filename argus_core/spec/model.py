@@ -232,8 +232,11 @@ def _read_over_view(
     if gs is None:
         raise ValueError(f"{r.text()}: view {views[r.tensor]!r} of a {k}-d tensor")
     index: list[IntLike] = []
+    # an output coordinate of a dim of 1 is 0 (`ren`): a read by it indexes 0 there
+    zero = {s: 0 for s, v in ren.items() if isinstance(v, int) and v == 0}
     for g in gs:
-        es = [r.index[d] for d in g if not (isinstance(r.index[d], int) and r.index[d] == 0)]
+        at = [_sub(r.index[d], zero) for d in g]
+        es = [e for e in at if not (isinstance(e, int) and e == 0)]
         if not es:
             index.append(0)
         elif len(es) == 1:

@@ -137,6 +137,8 @@ CASES = {
         "rowlong",
         ("x0.tile(ROWS, BN)[pm, c2]", "x0.tile(ROWS, BN)[0, c2]"),
     ),
+    # b [K, 1] read as a [K] vector (its 1d view): the output's column of extent 1 is 0
+    "lm:matvec_long_rows": ("rowlong", ("vec0.tile(BN)[c1]", "vec0.tile(BN)[0]")),
     "lm:scale_by_number": ("bcast", ("x0.tile(BR, BC)[pr, pc]", "x0.tile(BR, BC)[0, pc]")),
     "lm:einsum_rows": ("bmm", ("a.tile(BM, BK)[pm, k]", "a.tile(BM, BK)[pm, 0]")),
     "lm:triplet": ("lossreduce", ("al.load(x1.", "al.load(x0.")),
@@ -170,9 +172,6 @@ NOT_DERIVED = {
     # GroupNorm's [G, C/G, N, S] view, the same split and permutation
     "lm:instance_norm_affine": r"views \['gns:4'\] are not supported",
     # cross_entropy reads x[r, y[r]] through the target's values: no rule
-    # b [K, 1] read as a [K] vector: its 1d view merges the summed index with the output's
-    # column of extent 1, which the spec model does not equate with the summed index alone
-    "lm:matvec_long_rows": r"its 1d view merges coordinates k0, o1",
     # convolutions, pools and channel programs run on channel-grouped views (`ngsc:G`,
     # `w_conv:G`, `go:G`, `n1s`): a split of the channel dim and a permutation, and a
     # conv's input entry mixes an output coordinate with a tap (o*stride - pad + k*dil)
