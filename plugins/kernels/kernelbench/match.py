@@ -2366,6 +2366,15 @@ def _program(gm, ops, inputs, result, task, names) -> Emission:
     return _assemble(task, names, kernels, buffers)
 
 
+def _weight_buffer(buffers: dict[str, list[Any]], extents: list[Any]) -> str:
+    """A new buffer `w<i>` of `extents` in `buffers` (a weight's copy), its name."""
+    name = f"w{len(buffers)}"
+    while name in buffers:
+        name += "_"
+    buffers[name] = list(extents)
+    return name
+
+
 def _assemble(
     task: str,
     names: list[str],
@@ -2390,14 +2399,8 @@ def _assemble(
         view = str(src.get("view") or "")
         if (prepack and halves and em.halves is not None and src.get("from") == "param"
                 and view.startswith(("w_conv:", "w_convT:"))):  # fmt: skip
-            names_ = []
-            for _ in range(2):
-                name = f"w{len(buffers)}"
-                while name in buffers:
-                    name += "_"
-                buffers[name] = list(em.halves.prepack["wh"])
-                dtypes[name] = "bf16"
-                names_.append(name)
+            names_ = [_weight_buffer(buffers, em.halves.prepack[t]) for t in ("wh", "wl")]
+            dtypes.update({name: "bf16" for name in names_})
             split = _relayout(task, str(src["attr"]), int(view.partition(":")[2]),
                               list(em.halves.prepack["wh"]), halves=True)  # fmt: skip
             expanded.append((split, {"w": src, "yh": {"from": "buffer", "name": names_[0]},
@@ -2414,10 +2417,7 @@ def _assemble(
             view = str(src.get("view") or "")
             if src.get("from") != "param" or not view.startswith(("w_conv:", "w_convT:")):
                 continue
-            name = f"w{len(buffers)}"
-            while name in buffers:
-                name += "_"
-            buffers[name] = list(extents)
+            name = _weight_buffer(buffers, extents)
             copy = _relayout(task, str(src["attr"]), int(view.partition(":")[2]), extents)
             expanded.append((copy, {"w": dict(src), "y": {"from": "buffer", "name": name}},
                              f"buffer {name} (the weight {src['attr']}, contiguous)"))  # fmt: skip
