@@ -336,8 +336,8 @@ class KernelBenchFamily(FamilyBase):
             # a convolution's weight read through its permuted view has no unit stride: a
             # copy made contiguous first (kernel.options.prepack_weights=false: read in place)
             # with bf16x3 fp32 dots, a conv takes them as three bf16 dots on the bf16 halves of
-            # its operands, the weight's split once per call (2-3x faster on the H200 than
-            # Triton's own bf16x3, benchmarks/conv_lab.py)
+            # its operands, the weight's split once per call (1.8x faster on the H200 than
+            # Triton's own bf16x3 at the same tiles, benchmarks/conv_lab.py)
             halves = str(kernel_cfg.get("fp32_dot") or "ieee") == "bf16x3"
             if prepack:
                 bound.emission = match.prepack_weights(
