@@ -200,6 +200,14 @@ def gpu_rows_tiles(tiles: dict[str, list[int]], shape: dict[str, int]) -> dict[s
     return out
 
 
+def gpu_bp(tiles: dict[str, list[int]]) -> dict[str, list[int]]:
+    """A convolution's lists without the position blocks only the interpreter takes
+    (`match.INTERP_BP`: a full-size task's kernel runs on a GPU)."""
+    if "BP" not in tiles:
+        return dict(tiles)
+    return {**tiles, "BP": [t for t in tiles["BP"] if t not in match.INTERP_BP] or tiles["BP"][:1]}
+
+
 def gpu_conv_tiles(
     tiles: dict[str, list[int]], in_program: bool = False
 ) -> tuple[dict[str, list[int]], dict[str, int]]:
@@ -208,6 +216,7 @@ def gpu_conv_tiles(
     warps (sm_90, bf16x3: 222-264 registers' worth spilled at 4, level2/32 and 91; none at
     8); in a program, whose kernels share one num_warps, BP halves instead (64 x 128 at 4
     warps: none)."""
+    tiles = gpu_bp(tiles)
     if not {"BP", "BC"} <= set(tiles) or tiles["BP"][0] * tiles["BC"][0] < 128 * 128:
         return dict(tiles), {}
     if not in_program:
@@ -236,6 +245,8 @@ def gpu_tiles(
         return gpu_rows_tiles(tiles, shape), {}
     if template == "conv":
         return gpu_conv_tiles(tiles)
+    if template == "dwconv":
+        return gpu_bp(tiles), {}
     return dict(tiles), {}
 
 

@@ -1262,6 +1262,21 @@ def _pow2_divisor(n: int, cap: int) -> int:
     return d
 
 
+# position blocks past a GPU's (1024) that only the CPU interpreter takes: its cost is per
+# program and per op, so a scaled convolution runs fastest in few programs (level1/72 at
+# --scale 0.005, one trial: 190 s in blocks of 1024, 36 s in 8192); a block holds at most
+# INTERP_BLOCK elements. `family.gpu_conv_tiles` drops them for a full-size task.
+INTERP_BP = (2048, 4096, 8192, 16384)
+INTERP_BLOCK = 1 << 18
+
+
+def _conv_bp(p: int, bc: int, gpu: tuple[int, ...]) -> list[int]:
+    """A convolution's BP list over `p` output positions a sample, BC `bc`: the GPU's
+    blocks `gpu` (the first its first policy), then the interpreter's (`INTERP_BP`)."""
+    cpu = [t for t in INTERP_BP if t <= _np2(p) and t * bc <= INTERP_BLOCK]
+    return ([t for t in gpu if t <= _np2(p)] or [16]) + cpu
+
+
 def _conv_geometry(
     nd: int,
     ks: list[int],
@@ -1403,8 +1418,7 @@ def _conv(gm, ops, inputs, result, task, names) -> Emission:
     binding["xs"] = {"from": "input", "index": inputs.index(x_node)}  # its extents only
     geometry = ", ".join(f"k{ks[j]} s{st[j]} p{pd[j]} d{dl[j]}" for j in range(nd))
     p = math.prod(ys[2:])
-    tiles = {"BP": [t for t in (128, 64, 256, 32, 512, 1024) if t <= _np2(p)] or [16],
-             "BC": [bc], "BK": [bk]}  # fmt: skip
+    tiles = {"BP": _conv_bp(p, bc, (128, 64, 256, 32, 512, 1024)), "BC": [bc], "BK": [bk]}
     shape = {"M": ys[0] * p, "N": cout, "K": icg * math.prod(ks)}
     extents = [math.prod(ks), g, icg, ocg]
     w_type = 'al.Tensor["T", "G", "CG", "OCG"]'
@@ -1483,8 +1497,8 @@ def _dwconv(gm, ops, inputs, result, task, names, geometry_of: tuple) -> Emissio
         P=" * ".join(outs),
     )  # fmt: skip
     p = math.prod(ys[2:])
-    tiles = {"BP": [t for t in (128, 64, 256, 32, 512) if t <= _np2(p)] or [16],
-             "BC": [t for t in (16, 32, 64) if t <= _np2(c)] or [16]}  # fmt: skip
+    bcs = [t for t in (16, 32, 64) if t <= _np2(c)] or [16]
+    tiles = {"BP": _conv_bp(p, bcs[-1], (128, 64, 256, 32, 512)), "BC": bcs}
     shape = {"M": ys[0] * p, "N": c, "K": math.prod(ks)}
     return Emission("dwconv", source, ENTRY, tiles, binding, shape, names)
 

@@ -144,18 +144,31 @@ BATCH_FLOOR = 2  # a batch of 16 or less shrinks, but keeps two samples
 
 def scale_size(n: int, factor: float, batch: bool = False) -> int:
     """`n` shrunk by `factor` (module-level sizes; see SCALE_FLOOR). A `batch` size (a
-    module-level name containing "batch") of SCALE_FLOOR or less, kept by the size rule,
-    shrinks too, to max(BATCH_FLOOR, ceil(n * factor)): the interpreter's cost is per
-    program, and a 3-D convolution's programs grow with its batch."""
+    module-level name containing "batch") is no extent a kernel divides, so it shrinks
+    below SCALE_FLOOR too, to max(BATCH_FLOOR, ceil(n * factor)) where the size rule would
+    give SCALE_FLOOR or keep it: the interpreter's cost is per program, and a convolution's
+    programs grow with its batch (level2's 3-D convolutions at a batch of 16 ran past 240 s
+    a check at --scale 0.005)."""
+    small = min(n, max(BATCH_FLOOR, math.ceil(n * factor)))
     if n <= SCALE_FLOOR:
-        return min(n, max(BATCH_FLOOR, math.ceil(n * factor))) if batch else n
-    return max(SCALE_FLOOR, int(n * factor) // SCALE_FLOOR * SCALE_FLOOR)
+        return small if batch else n
+    size = max(SCALE_FLOOR, int(n * factor) // SCALE_FLOOR * SCALE_FLOOR)
+    return small if batch and int(n * factor) < SCALE_FLOOR else size
 
 
-def scaled_source(source: str, factor: float) -> str:
+# names of module-level ints that are hyperparameters, not extents: a ratio-keeping
+# division (`scaled_source(divisor=...)`) leaves them as they are
+HYPER_NAME = re.compile(r"kernel|stride|pad|dilation|group|pool|dim$|axis", re.IGNORECASE)
+DIVIDED_FLOOR = 4  # an extent divided by a common divisor keeps at least this
+
+
+def scaled_source(source: str, factor: float, divisor: int | None = None) -> str:
     """The task file's text with every module-level integer size (`batch_size = 4096`,
-    `M, N = 1024, 2048`) scaled by `factor` (`scale_size`). Raises TaskError for a factor
-    outside (0, 1]."""
+    `M, N = 1024, 2048`) scaled by `factor` (`scale_size`). With `divisor`, the sizes above
+    SCALE_FLOOR are divided by it instead (to at least DIVIDED_FLOOR; batch sizes still by
+    `scale_size`, hyperparameters named so (HYPER_NAME) kept): sizes a Model ties by a ratio
+    (`out_channels = 2 * width` where a LayerNorm over the channels meets the transposed
+    convolution's width) keep it. Raises TaskError for a factor outside (0, 1]."""
     if not 0 < factor <= 1:
         raise TaskError(f"kernel.options.scale={factor!r}: must be in (0, 1] (a shrink factor)")
     tree = ast.parse(source)
@@ -170,8 +183,14 @@ def scaled_source(source: str, factor: float) -> str:
             n = _const_int(v)
             name = names[i] if i < len(names) else None
             batch = isinstance(name, ast.Name) and bool(BATCH_NAME.search(name.id))
-            if n is not None and scale_size(n, factor, batch) != n:
-                edits.append((v, scale_size(n, factor, batch)))
+            if n is None:
+                continue
+            m = scale_size(n, factor, batch)
+            if divisor and not batch and n > SCALE_FLOOR:
+                hyper = isinstance(name, ast.Name) and bool(HYPER_NAME.search(name.id))
+                m = n if hyper else max(DIVIDED_FLOOR, n // divisor)
+            if m != n:
+                edits.append((v, m))
     lines = source.splitlines(keepends=True)
     for node, n in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
         if node.lineno != node.end_lineno:
@@ -189,12 +208,52 @@ def scaled(ref: TaskRef, factor: float | None, workdir: str | Path | None = None
     import os
     import tempfile
 
-    text = scaled_source(ref.path.read_text(), float(factor))
-    digest = hashlib.sha1(text.encode()).hexdigest()[:12]
     base = Path(workdir) if workdir else Path(tempfile.gettempdir()) / f"argus-kb-{os.getuid()}"
-    folder = base / f"scaled-{digest}" / ref.level
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / ref.path.name
-    if not path.is_file() or path.read_text() != text:
-        path.write_text(text)
-    return replace(ref, path=path)
+
+    def write(text: str) -> Path:
+        digest = hashlib.sha1(text.encode()).hexdigest()[:12]
+        folder = base / f"scaled-{digest}" / ref.level
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / ref.path.name
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+        return path
+
+    source = ref.path.read_text()
+    path = write(scaled_source(source, float(factor)))
+    if _runs_on_meta(path) is None:
+        return replace(ref, path=path)
+    # the shrunk sizes make no valid Model (a shape error): every size divided by one
+    # power of two instead, the largest that runs (each ratio between sizes kept)
+    d = 1 << max(1, math.ceil(math.log2(1 / float(factor))))
+    while d >= 2:
+        again = write(scaled_source(source, float(factor), divisor=d))
+        if _runs_on_meta(again) is None:
+            print(f"--scale {factor}: {ref.key}'s shrunk sizes make no valid Model; its sizes "
+                  f"divided by {d} instead (ratios kept)", file=sys.stderr)  # fmt: skip
+            return replace(ref, path=again)
+        d //= 2
+    return replace(ref, path=path)  # none runs: the capture says why
+
+
+_META_RUNS: dict[str, str | None] = {}
+
+
+def _runs_on_meta(path: Path) -> str | None:
+    """None when the task file's Model runs on its inputs as meta tensors (shapes only),
+    else why not (the error's first line). Cached per file and text."""
+    key = f"{path}:{hashlib.sha1(path.read_bytes()).hexdigest()}"
+    if key not in _META_RUNS:
+        import torch
+
+        try:
+            module = load_module(path)
+            with torch.device("meta"), torch.no_grad():
+                model = module.Model(*module.get_init_inputs())
+                model(*module.get_inputs())
+            _META_RUNS[key] = None
+        except Exception as exc:  # the Model's own error, whatever it is
+            _META_RUNS[key] = (
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            )
+    return _META_RUNS[key]

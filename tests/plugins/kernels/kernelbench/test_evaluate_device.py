@@ -154,3 +154,7 @@ def test_a_batch_size_of_sixteen_or_less_shrinks_and_other_small_sizes_stay():
     out = tasks.scaled_source(src, 0.005)
     assert out == "batch_size = 2\nbatch, k = 2, 3\nBATCH = 2\nchannels = 16\nkernel_size = 3\n"
     assert tasks.scale_size(4096, 0.01, batch=True) == 32  # above 16: the size rule
+    # a batch the size rule would floor at 16 shrinks below it (not an extent kernels divide)
+    assert tasks.scale_size(128, 0.005, batch=True) == 2
+    assert tasks.scale_size(640, 0.02, batch=True) == 13
+    assert tasks.scale_size(128, 0.005) == 16  # the same number, not a batch

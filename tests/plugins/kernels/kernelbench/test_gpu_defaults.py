@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from argus_core.pipeline import _first
-from argus_plugins.kernels.kernelbench import fastp
+from argus_plugins.kernels.kernelbench import fastp, match
 from argus_plugins.kernels.kernelbench.family import (
     MIN_PROGRAMS,
     gpu_conv_tiles,
@@ -120,6 +120,18 @@ def test_a_wide_conv_block_takes_8_warps_alone_and_half_the_positions_in_a_progr
     tiles = {"k0_BK": [32], "k0_BC": [128]} | {f"k1_{k}": v for k, v in conv.items()}
     out, first = gpu_program_tiles(tiles, parts)
     assert out["k1_BP"][0] == 128 and first == {"num_warps": 8}
+
+
+def test_the_interpreters_position_blocks_are_dropped_for_a_gpu():
+    # a conv's list: the GPU's blocks first, then those only the interpreter takes
+    assert match._conv_bp(20000, 16, (128, 64, 256, 32, 512, 1024)) == [
+        128, 64, 256, 32, 512, 1024, 2048, 4096, 8192, 16384,
+    ]  # fmt: skip
+    assert match._conv_bp(3000, 128, (128, 64)) == [128, 64, 2048]  # 2048 x 128 = 2^18
+    assert match._conv_bp(100, 16, (128, 64, 256)) == [128, 64]
+    conv = {"BP": [128, 64, 2048, 4096], "BC": [16], "BK": [16]}
+    assert gpu_conv_tiles(conv)[0]["BP"] == [128, 64]
+    assert gpu_tiles("dwconv", {"BP": [128, 8192], "BC": [16]}, {})[0]["BP"] == [128]
 
 
 def test_the_grid_puts_the_familys_first_values_first_and_ignores_values_it_lacks():

@@ -208,8 +208,61 @@ def test_a_scaled_task_is_a_copy_that_loads_with_the_smaller_sizes(tmp_path):
     small = tasks.scaled(ref, 0.2, tmp_path)
     assert small.key == ref.key and small.path.parent.parent.parent == tmp_path
     module = tasks.load_module(small.path)
-    assert (module.BATCH, module.IN_FEATURES, module.OUT_FEATURES) == (16, 16, 16)
+    # the batch (40 * 0.2 = 8) below SCALE_FLOOR, the features floored at it
+    assert (module.BATCH, module.IN_FEATURES, module.OUT_FEATURES) == (8, 16, 16)
     assert tasks.scaled(ref, None) is ref
+
+
+TIED = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, c_in, c_out):
+        super().__init__()
+        self.conv = nn.ConvTranspose2d(c_in, c_out, 3, stride=2, padding=1, output_padding=1)
+        self.norm = nn.LayerNorm(c_out)  # over the last dim: the output's width
+
+    def forward(self, x):
+        return self.norm(self.conv(x))
+
+
+batch_size = 64
+in_channels = 32
+out_channels = 64
+height, width = 24, 32
+kernel_size = 3
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels]
+"""
+
+
+def test_sizes_a_model_ties_by_a_ratio_are_divided_by_one_divisor(tmp_path, capsys):
+    # shrunk by 0.005 each size floors at 16, and LayerNorm(16) meets a width of 32: no
+    # valid Model; the sizes divided by one power of two keep out_channels = 2 * width
+    (tmp_path / "tasks" / "level2").mkdir(parents=True)
+    (tmp_path / "tasks" / "level2" / "7_tied.py").write_text(TIED)
+    ref = tasks.resolve(tmp_path / "tasks", "level2/7")
+    plain = tasks.scaled_source(TIED, 0.005)
+    assert "out_channels = 16" in plain and "height, width = 16, 16" in plain
+    small = tasks.scaled(ref, 0.005, tmp_path / "work")
+    module = tasks.load_module(small.path)
+    assert module.out_channels == 2 * module.width and module.out_channels < 64
+    assert module.batch_size == 2 and module.kernel_size == 3  # batch rule; hyperparameter kept
+    model = module.Model(*module.get_init_inputs())
+    assert model(*module.get_inputs()).shape[-1] == module.out_channels
+    assert "divided by" in capsys.readouterr().err
+    # a task whose shrunk sizes run is shrunk as before
+    ref4 = tasks.resolve(TASKS, "level1/4")
+    assert tasks.scaled(ref4, 0.2, tmp_path).path.read_text() == tasks.scaled_source(
+        ref4.path.read_text(), 0.2
+    )
 
 
 def test_every_emitted_kernel_calls_only_the_dsl():
