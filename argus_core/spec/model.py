@@ -101,32 +101,18 @@ class Spec:
         return "\n".join(o.text() for o in self.outputs.values())
 
     def with_row_views(self, views: dict[str, str]) -> Spec:
-        """The spec over the views the front end launches tensors through (`harness._view`):
-        each view merges groups of consecutive dims into one (`view_groups`: "2d" the
-        leading dims into rows, "1d" all, "rows:K" the leading and the last K, "mid:D" the
-        dims before D and those after it). An output's merged coordinates become one; a
-        read must index a merged group by exactly the output's merged coordinates (in
-        order), by one coordinate (the rest 0: dims of 1), or by distinct summed variables
-        of one kind (merged into one, of the product extent), else ValueError (the spec
-        cannot be written over those views)."""
-        views = {k: v for k, v in views.items() if v}
-        bad = sorted({v for v in views.values() if not _is_merge_view(v)})
-        if bad:
-            raise ValueError(
-                f"views {bad} are not supported; supported: '1d', '2d', 'rows:K', 'mid:D'"
-            )
-        dims = dict(self.dims)
-        for t, v in views.items():
-            if t in dims:
-                ds = dims[t]
-                gs = view_groups(v, len(ds))
-                if gs is None:
-                    raise ValueError(f"view {v!r} of the {len(ds)}-d {t}")
-                dims[t] = tuple(_prod([ds[d] for d in g]) for g in gs)
-        outs: dict[str, OutputSpec] = {}
-        for name, o in self.outputs.items():
-            outs[name] = _output_over_views(name, o, views)
-        return Spec(outs, dims, dict(self.names))
+        """The spec over the views the front end launches tensors through (`harness._view`,
+        `views.view_layout`): each view reshapes its tensor (merging runs of consecutive
+        dims into one, splitting a channel dim into (G, C/G)) and permutes the result. An
+        output's merged coordinates become one and its split ones two; a read must index a
+        merged run by exactly the output's merged coordinates (in order), by one coordinate
+        (the rest 0: dims of 1), or by distinct summed variables of one kind (merged into
+        one, of the product extent), and a split dim by A * (C/G) + B with B below C/G (or
+        the output's coordinate split the same way), else ValueError (the spec cannot be
+        written over those views). See `argus_core.spec.views`."""
+        from argus_core.spec.views import spec_over_views
+
+        return spec_over_views(self, views)
 
 
 def view_groups(view: str, rank: int) -> list[list[int]] | None:
@@ -146,131 +132,3 @@ def view_groups(view: str, rank: int) -> list[list[int]] | None:
         d = int(arg)
         return [list(range(d)), [d], list(range(d + 1, rank))]
     return None
-
-
-def _is_merge_view(view: str) -> bool:
-    name, _, arg = view.partition(":")
-    return view in ("2d", "1d") or (name in ("rows", "mid") and arg.isdigit())
-
-
-def _prod(xs: list[IntLike]) -> IntLike:
-    out: IntLike = 1
-    for x in xs:
-        out = x if (isinstance(out, int) and out == 1) else out * x
-    return out
-
-
-def _output_over_views(name: str, o: OutputSpec, views: dict[str, str]) -> OutputSpec:
-    n = len(o.shape)
-    if n == 0:  # a 0-d output seen as one element
-        mb: dict[tuple[Sym, ...], Bound] = {}
-        reads = [_read_over_view(r, views, {}, {}, o.bounds, mb) for r in o.reads]
-        bounds = _merged_bounds(o, reads, mb)
-        return OutputSpec(name, (1,) if name in views else (), reads, bounds, o.values)
-    gs = view_groups(views[name], n) if name in views else [[d] for d in range(n)]
-    if gs is None:
-        raise ValueError(f"view {views[name]!r} of the {n}-d output {name}")
-    ren: dict[Sym, IntLike] = {}  # an output coordinate alone in its group -> the new one
-    groups: dict[tuple[Sym, ...], Sym] = {}  # merged coordinates -> the new one
-    shape: list[IntLike] = []
-    for j, g in enumerate(gs):
-        big = [d for d in g if not _is_one(o.shape[d])]
-        for d in g:
-            if d not in big:
-                ren[out_sym(d)] = 0  # a dim of 1 (keepdim): coordinate 0
-        if len(big) == 1:
-            ren[out_sym(big[0])] = out_sym(j)
-        elif len(big) > 1:
-            groups[tuple(out_sym(d) for d in big)] = out_sym(j)
-        shape.append(_prod([o.shape[d] for d in g]))
-    merged_bounds: dict[tuple[Sym, ...], Bound] = {}
-    reads = [_read_over_view(r, views, ren, groups, o.bounds, merged_bounds) for r in o.reads]
-    bounds = _merged_bounds(o, reads, merged_bounds)
-    return OutputSpec(name, tuple(shape), reads, bounds, o.values)
-
-
-def _merged_bounds(
-    o: OutputSpec, reads: list[Read], merged: dict[tuple[Sym, ...], Bound] | None = None
-) -> dict[Sym, Bound]:
-    bounds = dict(o.bounds)
-    for b in (merged or {}).values():
-        bounds[b.sym] = b
-    used: set[Sym] = set()
-    for r in reads:
-        used |= r.bound_syms(bounds)
-    for old in {s for k in (merged or {}) for s in k}:
-        if old in used:
-            raise ValueError(
-                f"{o.name}: summed index {old.name} is merged by one view and kept apart by "
-                "another read"
-            )
-    return {s: b for s, b in bounds.items() if s in used}
-
-
-def _read_over_view(
-    r: Read,
-    views: dict[str, str],
-    ren: dict[Sym, IntLike],
-    groups: dict[tuple[Sym, ...], Sym],
-    bounds: dict[Sym, Bound],
-    merged_bounds: dict[tuple[Sym, ...], Bound],
-) -> Read:
-    merged_out = {s for k in groups for s in k}
-
-    def plain(e: IntLike) -> IntLike:
-        if isinstance(e, Expr) and e.symbols() & merged_out:
-            raise ValueError(f"{r.text()} reads merged output coordinates directly")
-        return _sub(e, ren)
-
-    if r.tensor not in views:
-        return Read(r.tensor, tuple(plain(e) for e in r.index), guard_of_sub(r.guard, plain))
-    k = len(r.index)
-    if k == 0:  # a 0-d tensor seen as one element
-        n_coords = len(view_groups(views[r.tensor], 0) or [[]])
-        return Read(r.tensor, (0,) * n_coords, guard_of_sub(r.guard, plain))
-    gs = view_groups(views[r.tensor], k)
-    if gs is None:
-        raise ValueError(f"{r.text()}: view {views[r.tensor]!r} of a {k}-d tensor")
-    index: list[IntLike] = []
-    # an output coordinate of a dim of 1 is 0 (`ren`): a read by it indexes 0 there
-    zero = {s: 0 for s, v in ren.items() if isinstance(v, int) and v == 0}
-    for g in gs:
-        at = [_sub(r.index[d], zero) for d in g]
-        es = [e for e in at if not (isinstance(e, int) and e == 0)]
-        if not es:
-            index.append(0)
-        elif len(es) == 1:
-            index.append(plain(es[0]))
-        elif tuple(es) in groups:
-            index.append(groups[tuple(es)])
-        elif all(isinstance(e, Sym) and e in bounds for e in es) and len(set(es)) == len(es):
-            key = tuple(es)  # type: ignore[arg-type]
-            kinds = {bounds[e].kind for e in key}
-            if len(kinds) != 1:
-                raise ValueError(f"{r.text()}: its view merges contracted and reduced indices")
-            if key not in merged_bounds:
-                sym = Sym("_".join(e.name for e in key), "spec")
-                ext = _prod([bounds[e].extent for e in key])
-                merged_bounds[key] = Bound(sym, kinds.pop(), ext, bounds[key[0]].op)
-            if r.guard is not None and r.guard.symbols() & set(key):
-                raise ValueError(f"{r.text()}: its view merges indices its guard speaks of")
-            index.append(merged_bounds[key].sym)
-        else:
-            raise ValueError(
-                f"{r.text()}: its {views[r.tensor]} view merges coordinates "
-                f"{', '.join(to_source(e) for e in es)}, neither the output's merged ones nor "
-                "summed indices"
-            )
-    return Read(r.tensor, tuple(index), guard_of_sub(r.guard, plain))
-
-
-def guard_of_sub(g: Expr | None, f: Any) -> Expr | None:
-    return None if g is None else f(g)
-
-
-def _is_one(e: IntLike) -> bool:
-    return isinstance(e, int) and e == 1
-
-
-def _sub(e, m):
-    return e.subs(m) if isinstance(e, Expr) else e

@@ -295,6 +295,12 @@ def _match(
         for x in r:
             if x[0] == "out":
                 emap.setdefault(Sym(f"_i{x[1]}", "elem"), Sym(f"_i{a}", "elem"))
+    # a store axis of extent 1 that no load axis follows: its element is 0 (one element)
+    flat = {
+        Sym(f"_i{a}", "elem"): 0
+        for a, n in enumerate(store.value.shape)
+        if _one(n) and Sym(f"_i{a}", "elem") not in emap
+    }
     expected: dict[int, IntLike] = {}
     deferred: dict[int, IntLike] = {}
     bvars: dict[Sym, set[Role]] = {}
@@ -328,7 +334,7 @@ def _match(
             if not (s.kind == "spec" and s.name[0] == "o"):
                 continue  # a shape symbol
             d = int(s.name[1:])
-            sc = store.view.coords[d]
+            sc = _sub(store.view.coords[d], flat)
             if isinstance(sc, Expr):
                 for x in sc.symbols():
                     if elem_axis(x) is not None and x not in emap:
@@ -349,6 +355,8 @@ def _match(
             continue
         expected[e] = g.subs(m) if isinstance(g, Expr) else g
         for a in axes:  # an entry walking an axis must walk the output axis it names
+            if _one(load.out.shape[a]):
+                continue  # an axis of extent 1 walks one element: the assertion pins it
             if not any(x[0] == "out" for x in rs[a]):
                 return f"entry {e} walks a summed axis but should be {to_source(g)}", {}, {}, none
     return None, expected, {k.name: v.name for k, v in emap.items()}, (bvars, summed, deferred)
@@ -440,9 +448,41 @@ def synthesize(
         matched: set[str] = set()
         for sl in [x for x in loads if isinstance(x, LoadScalar)]:  # one element, by value
             name = canon.get(sl.tensor.name, sl.tensor.name)
-            for r in reads:
-                if r.tensor == name and tuple(r.index) == tuple(sl.coords):
-                    matched.add(r.key())
+            exact = [r for r in reads if r.tensor == name and tuple(r.index) == tuple(sl.coords)]
+            matched.update(r.key() for r in exact)
+            # a read at an expression of the output element (a GroupNorm's per-channel
+            # weight `w[o0 * CG + o1]`): asserted on the stored tile, whose elements are
+            # the output's, where the store writes
+            cands = [
+                r
+                for r in reads
+                if r.tensor == name
+                and len(r.index) == len(sl.coords)
+                and r.guard is None
+                and not r.bound_syms(out.bounds)
+            ]
+            if exact or len(cands) != 1:
+                continue
+            r = cands[0]
+            matched.add(r.key())
+            entries, ops_ = _scalar_assertion(sl, r, op, name, len(inserts))
+            inserts.setdefault(id(op), []).extend(ops_)
+            syn = Synthesized(
+                sname,
+                name,
+                r,
+                sl,
+                op,
+                entries,
+                {f"_i{d}": f"_i{d}" for d in range(len(op.value.shape))},
+            )
+            syn.op = ops_[-1] if ops_ else None  # none: every entry is the load's own
+            res.assertions.append(syn)
+            res.pinned.append(
+                f"{sname} <- {r.text()}: "
+                + ", ".join(f"entry {e} = {to_source(x)}" for e, x in entries.items())
+                + " (a scalar read)"
+            )
         loads = [x for x in loads if isinstance(x, Load)]
         bvar_roles: dict[Sym, list[tuple[set[Role], str, str]]] = {}
         for ld in loads:
@@ -530,12 +570,16 @@ def synthesize(
             tname_ = (
                 f"{SYNTH_TAG}.{len(inserts)}.{tname}"  # one name per load: dots pair equal names
             )
-            tag = Tag(pt, ld.out, tuple(ld.view.coords), tname_)
-            assertion = AssertTag(pt, ld.out, tname_, tag_syms, land(*preds))
+            # asserted on a ghost copy of the loaded tile: its tag stays off the kernel's
+            # values (a tag of a tile summed across a loop would be compared between
+            # iterations by the verifier's elementwise and loop checks)
+            ghost = Value(tuple(ld.out.shape), ld.out.dtype, "synth_read")
+            tag = Tag(pt, ghost, tuple(ld.view.coords), tname_)
+            assertion = AssertTag(pt, ghost, tname_, tag_syms, land(*preds))
             for s in res.assertions[-len(ok) :]:
                 s.op = assertion
             if preds:  # else every entry is the load's own coordinate: nothing to prove
-                inserts.setdefault(id(ld), []).extend([tag, assertion])
+                inserts.setdefault(id(ld), []).extend([Cast(pt, ghost, ld.out), tag, assertion])
         for r in reads:
             if r.key() not in matched:
                 res.mismatches.append(
@@ -593,6 +637,35 @@ def synthesize(
     res.ir = _with_ops(ir, ops)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _scalar_assertion(
+    sl: LoadScalar, read: Read, store: Store, tname: str, n: int
+) -> tuple[dict[int, IntLike], list[Op]]:
+    """(expected entries, [a tag, an `assert_tag`]) after `store`: the scalar `sl` reads,
+    at every element the store writes (its mask), the entries `read` gives at that output
+    element (the store's coordinates for o<d>); no ops when every entry is the load's own."""
+    m = {out_sym(d): c for d, c in enumerate(store.view.coords)}
+    entries = {e: _sub(g, m) for e, g in enumerate(read.index)}
+    syms = tuple(Sym(f"_synth{e}", "scalar") for e in range(len(sl.coords)))
+    preds = [
+        syms[e].eq(x)
+        for e, x in entries.items()
+        if not (isinstance(x, int) and isinstance(sl.coords[e], int) and x == sl.coords[e])
+        and not (isinstance(x, Expr) and x == sl.coords[e])
+    ]
+    if not preds:
+        return entries, []
+    v = store.value
+    mask = store.view.in_bounds if store.mask is None else store.mask
+    pt = ProgramPoint(
+        sl.point.file, sl.point.line, f"synth: {tname} read for {store.view.tensor.name}"
+    )
+    name = f"{SYNTH_TAG}.{n}.{tname}.scalar"
+    return entries, [
+        Tag(pt, v, tuple(sl.coords), name),
+        AssertTag(pt, v, name, syms, lnot(mask) | land(*preds)),
+    ]
 
 
 def _value_assertion(
@@ -1095,6 +1168,17 @@ def strength_report(
         name = st.view.tensor.name
         entry = outputs.setdefault(name, {"reads": [], "window": "", "line": st.point.line})
         for ld in sorted(loads, key=lambda x: x.point.line):
+            if isinstance(ld, LoadScalar):  # one element: no tile, no implied tag
+                sdims = [
+                    {"dim": e, "coord": to_source(c), "pinned_by": [synth[(id(ld), e)]]}
+                    if (id(ld), e) in synth
+                    else {"dim": e, "coord": to_source(c), "pinned_by": ["correctness check"]}
+                    for e, c in enumerate(ld.coords)
+                ]
+                entry["reads"].append(
+                    {"tensor": ld.tensor.name, "line": ld.point.line, "dims": sdims}
+                )
+                continue
             rs = rs_all[ld.out.id]
             rhs = any(VIA_RHS in r for r in rs)
             dims = []

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from argus_core.errors import ConfigError
 from argus_core.frontend.capture import capture, capture_task
+from argus_core.spec.synthesis import strength_report, synthesize
 from argus_core.types import Policy
 from argus_plugins.dsl.tile.frontend import TileFrontend
 from argus_plugins.kernels.kernelbench.family import emission_spec
@@ -106,6 +107,12 @@ CASES = {
     "lossreduce": ("lossreduce", ("al.load(x1.", "al.load(x0.")),
     "fullreduce": ("fullreduce", ("al.load(x1.", "al.load(x0.")),
     "softmax_long": ("softmax_long", ("x.tile(ROWS, BN)[pm, c2]", "x.tile(ROWS, BN)[0, c2]")),
+    # a channel program over the channels-last `ngsc:1` view [N, 1, P, C] and its
+    # per-channel vectors' `go:1` [1, C]: BatchNorm's bias loaded from its weight
+    "chanprog": (
+        "level1/20_rms_norm_over_channels",
+        ("vec3_t = al.load(vec3[", "vec3_t = al.load(vec2["),
+    ),
     # lower_more's variants: test_lower_more.TASKS by name ("lm:" + name)
     "lm:cumsum_masked": ("scan", ("al.load(x1.", "al.load(x0.")),
     # zeros then the narrowed cumsum, concatenated: element o1 reads x[r] for r < o1
@@ -148,6 +155,15 @@ CASES = {
     # left to the correctness check (a kernel keeping the diagonal verifies)
     "lm:triu_matmul": ("bmm", ("b.tile(BK, BN)[k, pn]", "b.tile(BK, BN)[0, pn]")),
     "lm:tril_matmul": ("bmm", ("a.tile(BM, BK)[pm, k]", "a.tile(BM, BK)[pm, 0]")),
+    # GroupNorm / InstanceNorm through the `gns:G` view ([N, C, *S] as [G, C/G, N, S]):
+    # the spec over the view reads x[g, r, n, s] (the group's members r < C/G) and the
+    # channel's weight w[g * C/G + c] (a `load_scalar`): the wrong channel's weight is
+    # read only by a scalar the implied assertions do not pin
+    "lm:group_norm": ("rownorm", ("al.load_scalar(w, pg * 2 + cc3)", "al.load_scalar(w, cc3)")),
+    "lm:instance_norm_affine": (
+        "rownorm",
+        ("al.load_scalar(b, pg * 1 + cc3)", "al.load_scalar(b, (pg + 1) % 4)"),
+    ),
 }
 SYNTH_ONLY = {
     "elementwise",
@@ -161,24 +177,23 @@ SYNTH_ONLY = {
     "lm:smooth_l1",
     "lm:kl_batchmean",
     "lm:triplet",
+    "chanprog",
+    "lm:group_norm",
+    "lm:instance_norm_affine",
 }  # the implied assertions prove the bugged kernel
 
 # lowerings whose spec is not derived or not written over their kernel's views: the task,
 # and the reason `emission_spec` gives (a regex of it)
 NOT_DERIVED = {
-    # the kernel sees x as [G, C/G, N, S] (a permuted, split view): not a merge of dims
-    "lm:group_norm": r"views \['gns:3'\] are not supported",
-    # InstanceNorm has its rule (each (sample, channel)'s positions); the kernel reads x as
-    # GroupNorm's [G, C/G, N, S] view, the same split and permutation
-    "lm:instance_norm_affine": r"views \['gns:4'\] are not supported",
-    # cross_entropy reads x[r, y[r]] through the target's values: no rule
-    # convolutions, pools and channel programs run on channel-grouped views (`ngsc:G`,
-    # `w_conv:G`, `go:G`, `n1s`): a split of the channel dim and a permutation, and a
-    # conv's input entry mixes an output coordinate with a tap (o*stride - pad + k*dil)
-    "level1/17_conv2d_strided_padded_dilated": r"views \[.*'ngsc:1'.*\] are not supported",
-    "level1/18_conv_transpose2d_grouped": r"views \[.*'ngsc:2'.*\] are not supported",
-    "level1/20_rms_norm_over_channels": r"views \[.*'ngsc:1'\] are not supported",
-    "level1/21_maxpool2d_dilated_then_scale": r"views \['ngsc:1'\] are not supported",
+    # convolutions and pools run on channel-grouped views (`ngsc:G`, `w_conv:G`, ...),
+    # whose layouts the spec is written over, but their input entry mixes an output
+    # coordinate with a window tap (o*stride - pad + k*dil) inside the merged run of
+    # spatial dims; a transposed conv's output channels are C_out/G * G, no shape symbol
+    "level1/17_conv2d_strided_padded_dilated": r"reads output coordinate o\d apart from the "
+    r"ones its view merges it with \(merged positions\)",
+    "level1/18_conv_transpose2d_grouped": r"view 'ngsc:2' splits dim 1 of out0, of extent "
+    r"deconv\.weight_1 \* 2: not a shape symbol or a number",
+    "level1/21_maxpool2d_dilated_then_scale": r"\(merged positions\)",
     # programs (conv then MaxPool2d, conv then a spatial mean, ...): each kernel's part of
     # the graph is not cut out yet (match._program keeps its segments), and every shipped
     # program starts with a convolution, whose views above have no spec either
@@ -243,6 +258,48 @@ def test_template_proved_and_planted_bug_caught(case, lm_dir):
         assert rb.counterexamples[0]["assertion"] == "synth_dataflow"
 
 
+# the normalizations' statistics read through the `gns:G` view: (case, the planted bug:
+# replacements in the emitted source, the line of the first) — the mean of the wrong group,
+# the mean and variance over the wrong samples (row tile 0 for every program)
+STATS_BUGS = [
+    ("lm:group_norm", [("x[pg].tile(1, ROWS, BL)[cc1", "x[(pg + 1) % 3].tile(1, ROWS, BL)[cc1")]),
+    (
+        "lm:group_norm",
+        [("[cc1, pr, c1]", "[cc1, 0, c1]"), ("[cc2, pr, c2]", "[cc2, 0, c2]")],
+    ),
+    (
+        "lm:instance_norm_affine",
+        [("x[pg].tile(1, ROWS, BL)[cc1", "x[(pg + 1) % 4].tile(1, ROWS, BL)[cc1")],
+    ),
+    (
+        "lm:instance_norm_affine",
+        [("[cc1, pr, c1]", "[cc1, 0, c1]"), ("[cc2, pr, c2]", "[cc2, 0, c2]")],
+    ),
+]
+
+
+@pytest.mark.parametrize("case,bug", STATS_BUGS, ids=["gn_group", "gn_rows", "in_group", "in_rows"])
+def test_norm_statistics_over_the_wrong_group_or_samples_caught(case, bug, lm_dir):
+    """The statistics' loads are matched to the spec's group read (x[o0, r0, o2, r1]: the
+    output's group, its members summed, the output's sample, every position summed): a
+    load of another group's or another sample's elements is a synthesized counterexample
+    at that load, naming the read it should make and the element it made."""
+    em, spec = _emission(case, lm_dir)
+    src = em.source
+    for old, new in bug:
+        assert old in src, old
+        src = src.replace(old, new)
+    line = next(i for i, t in enumerate(src.splitlines(), 1) if bug[0][1] in t)
+    bad, pol = _parse(em, src)
+    rb = check(strip_hand_written(bad), pol, spec, target_spec())
+    assert rb.status == "violated", rb.summary
+    c = rb.counterexamples[0]
+    assert c["assertion"] == "synth_dataflow", c
+    assert c["program_point"]["line"] == line, c["text"]
+    assert "r0" in c["should_read"], c["should_read"]  # the spec's summed group read
+    assert c["reads"], c
+
+
 @pytest.mark.parametrize("case", list(NOT_DERIVED))
 def test_lowering_without_a_spec_names_the_reason(case, lm_dir):
     gm, em = _capture(case, lm_dir)
@@ -259,7 +316,8 @@ def test_every_lowering_is_covered_or_says_why():
     named = {c[3:] for c in [*CASES, *NOT_DERIVED] if c.startswith("lm:")}
     assert set(LOWER_MORE) <= named, sorted(set(LOWER_MORE) - named)
     templates = {p.name.removesuffix(".py.tmpl") for p in TEMPLATES.glob("*.py.tmpl")}
-    # conv, pool and chanprog: their shipped tasks in NOT_DERIVED (views); midreduce etc. here;
+    # conv and pool: their shipped tasks in NOT_DERIVED (window reads over merged positions);
+    # midreduce, chanprog etc. here;
     # partials and normscale: the last kernels of a split reduction, a program's
     # (match.split_reduction), whose partial sums no graph node is
     # dwconv: as conv (its shipped task level1/19 in NOT_DERIVED: the ngsc:1 and w_dw views)
@@ -267,6 +325,21 @@ def test_every_lowering_is_covered_or_says_why():
     # (match.prepack_weights), no graph node's;
     # sdpa_scores / sdpa_pv: a wide-head attention's program, whose weights buffer P no graph
     # node is (the graph has one scaled_dot_product_attention)
-    without = {"conv", "pool", "chanprog", "partials", "normscale", "dwconv", "relayout",
+    without = {"conv", "pool", "partials", "normscale", "dwconv", "relayout",
                "relayout_halves", "sdpa_scores", "sdpa_pv"}  # fmt: skip
     assert templates - covered == without, sorted(templates - covered)
+
+
+def test_strength_report_names_the_norms_scalar_channel_reads(lm_dir):
+    """GroupNorm's per-channel weight and bias are `load_scalar`s: the strength report
+    lists them as pinned by the synthesized assertion; with no spec, by nothing."""
+    em, spec = _emission("lm:group_norm", lm_dir)
+    ir, _ = _parse(em, em.source)
+    ir = strip_hand_written(ir)
+    rep = strength_report(ir, synthesize(ir, spec), list(spec.outputs))
+    reads = {r["tensor"]: r["dims"] for r in rep["outputs"]["y"]["reads"]}
+    assert [d["pinned_by"] for d in reads["w"]] == [["synthesized"]]
+    assert [d["pinned_by"] for d in reads["b"]] == [["synthesized"]]
+    bare = strength_report(ir, None)
+    reads = {r["tensor"]: r["dims"] for r in bare["outputs"]["y"]["reads"]}
+    assert [d["pinned_by"] for d in reads["w"]] == [["correctness check"]]
