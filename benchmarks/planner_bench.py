@@ -3,6 +3,7 @@
     python benchmarks/planner_bench.py --dry-run        # CPU: the cost model is the oracle (ESTIMATE)
     python benchmarks/planner_bench.py                  # replays the recorded H200 space measurements
     python benchmarks/planner_bench.py --measured FILE  # ... of another `gpu_bench.py --space` run
+    python benchmarks/planner_bench.py --planners icrl --budget 12  # one planner, another budget
 
 For every gpu_bench case (`benchmarks/gpu_bench.py`), each planner proposes at most
 `--budget` candidates (default 8) in the case's derived policy space
@@ -112,7 +113,7 @@ def run_planner(name: str, ctx: dict[str, Any], oracle: Oracle, budget: int, see
     from argus_plugins.planners.icrl import IcrlPlanner
     from argus_plugins.planners.search import SearchPlanner
 
-    ctx = {**ctx, "seed": seed}
+    ctx = {**ctx, "seed": seed, "budget": budget}
     if name.startswith("icrl"):
         opts = {"learn": False, "model": name == "icrl"}
         session = IcrlPlanner().create(OmegaConf.create({"name": "icrl", "options": opts}), ctx)
@@ -264,12 +265,14 @@ def refit_without(case_name: str) -> Callable[[], None]:
     return restore
 
 
-def table(rows: list[dict[str, Any]], budget: int) -> str:
-    head = ("case", "oracle", "recorded/space", "exhaustive ms", "library/exh.", *PLANNERS)
+def table(
+    rows: list[dict[str, Any]], budget: int, planners: tuple[str, ...] | list[str] = PLANNERS
+) -> str:
+    head = ("case", "oracle", "recorded/space", "exhaustive ms", "library/exh.", *planners)
     lines = [head]
     for r in rows:
         cells = []
-        for p in PLANNERS:
+        for p in planners:
             res = r["planners"][p]
             cells.append(
                 f"{res['best_ms']:.4g} ({100 * res['gap']:+.1f}%)" if res["best_ms"] else "none"
@@ -283,7 +286,7 @@ def table(rows: list[dict[str, Any]], budget: int) -> str:
     out = ["  ".join(str(v).ljust(w) for v, w in zip(x, widths)) for x in lines]
     out.insert(1, "  ".join("-" * w for w in widths))
     summary = []
-    for p in PLANNERS:
+    for p in planners:
         gaps = [r["planners"][p]["gap"] for r in rows if r["planners"][p]["gap"] is not None]
         within = sum(g <= 0.02 for g in gaps)
         mean = sum(gaps) / len(gaps) if gaps else float("nan")
@@ -311,10 +314,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cases", default="", help="comma-separated substrings of case names")
+    ap.add_argument(
+        "--planners",
+        default=",".join(PLANNERS),
+        help=f"comma-separated, of {', '.join(PLANNERS)} (default: all)",
+    )
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "planner_bench.json"))
     args = ap.parse_args(argv)
     if args.budget < 1:
         ap.error(f"--budget={args.budget}: must be >= 1")
+    planners = [p for p in args.planners.split(",") if p]
+    unknown = sorted(set(planners) - set(PLANNERS))
+    if unknown or not planners:
+        ap.error(f"--planners={args.planners}: choose among {', '.join(PLANNERS)}")
     import gpu_bench as gb
 
     selected = [
@@ -359,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         if case.name in measured:
             row["baselines"] = measured[case.name].get("baselines")
         try:
-            for p in PLANNERS:
+            for p in planners:
                 row["planners"][p] = run_planner(p, ctx, oracle, args.budget, args.seed)
         finally:
             if restore is not None:
@@ -368,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['case']}: done ({oracle.label})", flush=True)
     Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
     print()
-    print(table(rows, args.budget))
+    print(table(rows, args.budget, planners))
     return 0
 
 

@@ -46,6 +46,10 @@ SWITCHES = ("tma", "persistent", "warp_specialize")
 # bytes Hopper allocates beside the tiles with TMA: mbarriers and descriptors (measured on
 # the H200: 24 to 1536 bytes over the tiles' figure)
 TMA_EXTRA_BYTES = 2048
+# the fewest tile rows Triton lowers to a warpgroup MMA (wgmma, m64) on Hopper: such a dot's
+# pipeline keeps all `num_stages` buffers; a smaller one (mma.sync) keeps stages - 1 (every
+# MoE allocation recorded on the H200, 2026-12-01 and 2026-12-03)
+WGMMA_ROWS = 64
 
 
 def pipelined_smem(family: Any, tiles: dict[str, int], compiler: dict[str, Any]) -> int | None:
@@ -54,9 +58,10 @@ def pipelined_smem(family: Any, tiles: dict[str, int], compiler: dict[str, Any])
 
     - the family's own rule (`family.pipelined_smem`: attention's Q once, K and V per
       stage), else GEMM's (BM + BN) x BK per stage; MoE's grouped GEMMs (the up
-      projection reads the gate and up tiles of w1: BM + 2 BN rows) keep stages - 1
-      buffers: (BM + 2 BN) x BK x (stages - 1), 278528 bytes at BM 16, BN 128, BK 256,
-      3 stages;
+      projection reads the gate and up tiles of w1: BM + 2 BN rows) hold (BM + 2 BN) x BK
+      per buffer, `stages` buffers where the dot is a warpgroup MMA (BM >= `WGMMA_ROWS`:
+      294912 bytes at BM 64, BN 64, BK 256, 3 stages, MoE prefill) and stages - 1 below
+      it (278528 bytes at BM 16, BN 128, BK 256, 3 stages, MoE decode);
     - with `tma` and `persistent` the output tile is staged for its TMA store while the
       next tile's loop runs: BM x BN more (attention: BM x HEAD_D), plus
       `TMA_EXTRA_BYTES` (a 128x256x64 GEMM at 3 stages: 213016 bytes).
@@ -66,7 +71,8 @@ def pipelined_smem(family: Any, tiles: dict[str, int], compiler: dict[str, Any])
     name = getattr(family, "name", "")
     if smem is None and all(k in tiles for k in ("BM", "BN", "BK")):
         if name == "moe":
-            smem = max(1, stages - 1) * (tiles["BM"] + 2 * tiles["BN"]) * tiles["BK"] * 2
+            buffers = stages if tiles["BM"] >= WGMMA_ROWS else max(1, stages - 1)
+            smem = buffers * (tiles["BM"] + 2 * tiles["BN"]) * tiles["BK"] * 2
         else:
             smem = stages * (tiles["BM"] + tiles["BN"]) * tiles["BK"] * 2
     if smem is None:

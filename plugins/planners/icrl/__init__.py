@@ -47,6 +47,11 @@ STRATEGY = "ucb1"
 MODEL_ARM = "cost_model"  # the pseudo-technique: the space's next policy by estimated time
 CORRECTION_RIDGE = 0.5  # how far a few measurements move the model's per-value shifts
 KB_TRUST = 0.93  # a KB technique's action goes first within 7% (the model's median error)
+# a measured tile within the model's error of the best is not beaten yet: its options stay
+# in the exploitation side (one measurement judged it at one setting of its options)
+NEAR = 1.0 / KB_TRUST - 1.0
+SCREEN_SHARE = 0.5  # the share of the budget that screens the model's best tiles first
+DEFAULT_BUDGET = 8
 
 
 def bandit_reward(result: CandidateResult, parent_ms: float | None) -> float:
@@ -106,12 +111,18 @@ class IcrlSession:
         llm_every: int = 2,
         estimate: Callable[[Policy], float] | None = None,
         dtype: str = "bf16",
+        budget: int = DEFAULT_BUDGET,
     ):
         self.family, self.space, self.table = family, space, table
         # the cost model's time of a policy (options.model): it picks the starting policy
         # (the space's best estimate) and, within the technique UCB1 chose, the action
         self.estimate = estimate
         self.measured: list[tuple[Policy, float]] = []  # (policy, measured ms / estimated ms)
+        # {tile: its fastest measured ms} (`_tile_of`)
+        self.tile_ms: dict[Any, float] = {}
+        # with a cost model: the first `screen` tiles (the start's included) are the model's
+        # best tiles, one candidate each, before any step spends on options
+        self.screen = max(1, int(budget * SCREEN_SHARE))
         self._shift_cache: tuple[int, dict[Any, float]] | None = None
         # per on/off lowering option switched on: [candidates ok, candidates failed]
         self.switch_outcomes: dict[str, list[int]] = {}
@@ -199,11 +210,12 @@ class IcrlSession:
     def _structured(self, pool: list[tuple[str, Action, Policy]]) -> list:
         """The step's pool: a **new tile** (tile constants and warps no earlier candidate
         had: the model's best policy of each such tile joins the pool) or the **best
-        tile's options** (stages and the lowering switches, which interact too strongly
-        for the model to settle: every unproposed policy of the best measured tile joins).
-        After a step that found a new best, its options; otherwise the other side than
-        the last step's. [] when the side has nothing to offer (the caller then takes the
-        whole pool)."""
+        tiles' options** (stages and the lowering switches, which interact too strongly
+        for the model to settle: every unproposed policy of the best measured tile, and of
+        every measured tile within `NEAR` of it, joins). Until `screen` tiles have been
+        tried (half the budget), a new tile; then, after a step that found a new best, its
+        options; otherwise the other side than the last step's. [] when the side has
+        nothing to offer (the caller then takes the whole pool)."""
         if self.space.policy_space is None or self.best is None:
             return []
         tried = {_tile_of(q) for q in self.proposed_policies}
@@ -215,9 +227,10 @@ class IcrlSession:
         ]
         dead = {k for k, (ok, bad) in self.switch_outcomes.items() if bad and not ok}
         points = [q for q in points if not dead & _switched_on(q)] or points
-        # a step that found a new best is followed by its tile's options; otherwise the
-        # side alternates (a new tile, then the best tile's options, ...)
-        explore = not self.last_improved and not self.last_explore
+        # the first `screen` tiles are new tiles; then a step that found a new best is
+        # followed by its tile's options; otherwise the side alternates (a new tile, then
+        # the best tiles' options, ...)
+        explore = len(tried) < self.screen or (not self.last_improved and not self.last_explore)
         self.last_explore = explore
         if explore:
             side = [t for t in pool if _tile_of(t[2]) not in tried]
@@ -230,8 +243,11 @@ class IcrlSession:
                     per_tile[tile] = q
             extra = list(per_tile.values())
         else:
-            side = [t for t in pool if _tile_of(t[2]) == best_tile]
-            extra = [q for q in points if _tile_of(q) == best_tile]
+            best_ms = self.tile_ms.get(best_tile, math.inf)
+            near = {t for t, ms in self.tile_ms.items() if ms <= best_ms * (1.0 + NEAR)}
+            near.add(best_tile)
+            side = [t for t in pool if _tile_of(t[2]) in near]
+            extra = [q for q in points if _tile_of(q) in near]
         keys = {t[2].key() for t in side}
         for q in extra:
             if q.key() not in keys:
@@ -414,6 +430,9 @@ class IcrlSession:
             # a failure is blamed on the last switch it turns on: the one that depends on
             # the others (warp_specialize needs tma)
             self.switch_outcomes.setdefault(name, [0, 0])[0 if result.ok else 1] += 1
+        if ms is not None and math.isfinite(ms):
+            tile = _tile_of(result.candidate.policy)
+            self.tile_ms[tile] = min(ms, self.tile_ms.get(tile, math.inf))
         if ms is not None and math.isfinite(ms) and self.estimate is not None:
             est = self._ms(result.candidate.policy)
             if math.isfinite(est) and est > 0:
@@ -519,6 +538,7 @@ class IcrlPlanner:
             int(opts["llm_every"]),
             estimate,
             str(ctx["kernel_cfg"].get("dtype") or "bf16"),
+            int(ctx.get("budget") or DEFAULT_BUDGET),
         )
 
 

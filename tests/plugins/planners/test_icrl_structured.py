@@ -1,6 +1,7 @@
 """icrl with the cost model: a failure for lack of shared memory is the policy's, not its
-lowering switch's; the steps alternate between a new tile and the best tile's options; the
-correction learned from this run's measurements shifts every policy that shares a value."""
+lowering switch's; the first half of the budget screens the model's best tiles, then the
+steps alternate between a new tile and the best tiles' options; the correction learned from
+this run's measurements shifts every policy that shares a value."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from argus_core.planning.space import pipelined_smem
 from argus_core.types import CandidateResult, Policy, TimingReport
 from argus_plugins.planners.icrl import (
     KB_TRUST,
+    NEAR,
     IcrlPlanner,
     _tile_of,
     out_of_resources,
@@ -19,8 +21,10 @@ from argus_plugins.planners.icrl import (
 SMEM = "compile: OutOfResources: out of resource: shared memory, Required: 262176, Hardware limit: 232448"
 
 
-def _session(planner_ctx, tmp_path):
+def _session(planner_ctx, tmp_path, budget=None):
     ctx = planner_ctx("+kernel=gemm", "backend=h200")
+    if budget is not None:
+        ctx["budget"] = budget
     opts = {"values_path": str(tmp_path / "v.json"), "learn": False}
     return IcrlPlanner().create(OmegaConf.create({"name": "icrl", "options": opts}), ctx), ctx
 
@@ -67,8 +71,21 @@ def test_a_switch_failure_is_still_blamed_on_the_switch(planner_ctx, tmp_path):
     assert session.smem_failed is None
 
 
+def test_the_first_half_of_the_budget_screens_new_tiles(planner_ctx, tmp_path):
+    session, _ = _session(planner_ctx, tmp_path, budget=8)
+    assert session.screen == 4
+    tiles = []
+    for i in range(4):  # the start and three new tiles, whatever they measure
+        (cand,) = session.propose(1)
+        assert _tile_of(cand.policy) not in tiles
+        tiles.append(_tile_of(cand.policy))
+        session.observe(_timed(cand, 1.0 - 0.1 * i))  # each a new best
+    session.propose(1)  # screened: after a new best, the options side
+    assert not session.last_explore
+
+
 def test_steps_alternate_between_a_new_tile_and_the_best_tiles_options(planner_ctx, tmp_path):
-    session, _ = _session(planner_ctx, tmp_path)
+    session, _ = _session(planner_ctx, tmp_path, budget=2)  # screens the start's tile only
     (first,) = session.propose(1)
     session.observe(_timed(first, 1.0))  # the start: a new best
     (second,) = session.propose(1)  # after a new best: the same tile, other options
@@ -80,6 +97,27 @@ def test_steps_alternate_between_a_new_tile_and_the_best_tiles_options(planner_c
     session.observe(_timed(third, 3.0))
     (fourth,) = session.propose(1)  # no gain again: back to the best tile's options
     assert _tile_of(fourth.policy) == _tile_of(first.policy)
+
+
+def test_a_tile_within_the_models_error_of_the_best_keeps_its_options(planner_ctx, tmp_path):
+    session, _ = _session(planner_ctx, tmp_path, budget=4)  # the start and one new tile
+    (first,) = session.propose(1)
+    session.observe(_timed(first, 1.0))
+    (second,) = session.propose(1)  # screening: a new tile
+    assert _tile_of(second.policy) != _tile_of(first.policy)
+    session.observe(_timed(second, 1.0 / (1.0 + NEAR / 2)))  # the best, the start near it
+    near = {_tile_of(first.policy), _tile_of(second.policy)}
+    seen = set()
+    for _ in range(6):  # options steps draw from both tiles; new-tile steps from neither
+        (cand,) = session.propose(1)
+        if session.last_explore:
+            assert _tile_of(cand.policy) not in near
+        else:
+            assert _tile_of(cand.policy) in near
+            seen.add(_tile_of(cand.policy))
+        session.observe(_timed(cand, 5.0))
+    assert seen
+    assert 0.0 < NEAR < 0.1
 
 
 def test_the_correction_shifts_every_policy_sharing_a_slow_value(planner_ctx, tmp_path):
