@@ -344,7 +344,35 @@ def spec_of_graph(
         specs[oname] = OutputSpec(
             oname, d.shape, _dedup(d.reads), {s: bounds[s] for s in used}, d.values
         )
-    return Spec(specs, all_dims)
+    params, sizes = _params(gm, specs, all_dims)
+    return Spec(specs, all_dims, params=params, sizes=sizes)
+
+
+def _params(
+    gm: Any, specs: dict[str, OutputSpec], all_dims: dict[str, tuple[IntLike, ...]]
+) -> tuple[dict[str, tuple[IntLike, ...]], dict[Sym, int]]:
+    """The dims of the module parameters the reads name (`conv.weight`: `_param`'s
+    symbols) and each symbol's size (the parameter's shape)."""
+    params: dict[str, tuple[IntLike, ...]] = {}
+    sizes: dict[Sym, int] = {}
+    for o in specs.values():
+        for r in o.reads:
+            if r.tensor in all_dims or r.tensor in params:
+                continue
+            mod, _, attr = r.tensor.rpartition(".")
+            try:
+                p = getattr(gm.get_submodule(mod), attr, None)
+            except AttributeError:
+                continue
+            shape = getattr(p, "shape", None)
+            if shape is None or len(shape) != len(r.index):
+                continue
+            syms = tuple(
+                1 if s == 1 else Sym(f"{r.tensor}_{d}", "shape") for d, s in enumerate(shape)
+            )
+            params[r.tensor] = syms
+            sizes.update({x: int(s) for x, s in zip(syms, shape) if isinstance(x, Sym)})
+    return params, sizes
 
 
 def _broadcast(shapes: list[tuple[IntLike, ...]]) -> tuple[IntLike, ...]:

@@ -96,6 +96,15 @@ class Spec:
     # the kernel tensor(s) each spec tensor goes by, where a family knows them (the front
     # end binds graph inputs and parameters to kernel tensors); synthesis's default names
     names: dict[str, Any] = field(default_factory=dict)
+    # the module's parameters read (a conv's `conv.weight`): their dims as the reads use
+    # them (symbols `<name>_<d>`, 1 for a dim of 1) and those symbols' sizes (a parameter's
+    # shape is the module's: the kernel is specialized to it), which synthesis substitutes
+    params: dict[str, tuple[IntLike, ...]] = field(default_factory=dict)
+    sizes: dict[Sym, int] = field(default_factory=dict)
+    # the tensors the spec is written over a view of (`with_row_views`): each one's dims
+    # before the view (inputs, parameters, outputs), and the view
+    base: dict[str, tuple[IntLike, ...]] = field(default_factory=dict)
+    views: dict[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
         return "\n".join(o.text() for o in self.outputs.values())

@@ -50,12 +50,13 @@ from argus_core.ir import (
     Scan,
     Store,
     Sym,
+    Zeros,
     as_expr,
     land,
     lnot,
     to_source,
 )
-from argus_core.ir.expr import Const
+from argus_core.ir.expr import BoolOp, Const
 from argus_core.ir.nodes import TileElem, Value, elem_axis, elem_sym
 from argus_core.ir.tags import (
     AssertContraction,
@@ -209,6 +210,7 @@ class Synthesized:
     summed: set[int] = field(default_factory=set)  # dims that must walk a summed axis
     rows: set[int] = field(default_factory=set)  # dims asserted per row on the dot's product
     op: AssertTag | None = None
+    guard: Expr | None = None  # where the read is made, over the load's elements
 
 
 @dataclass
@@ -286,7 +288,7 @@ def _match(
     weight tile, a dot's right operand shared by every row), the entry is *deferred*: it is
     asserted on the dot's product, whose rows are the store's, through the product's
     provenance tag of its right operand's fixed entries (`coord.rhs`)."""
-    none: tuple[Any, ...] = ({}, set(), {})
+    none: tuple[Any, ...] = ({}, set(), {}, None)
     coords = load.view.coords
     if len(coords) != len(read.index):
         return f"{len(coords)} coordinates for a {len(read.index)}-d read", {}, {}, none
@@ -359,7 +361,294 @@ def _match(
                 continue  # an axis of extent 1 walks one element: the assertion pins it
             if not any(x[0] == "out" for x in rs[a]):
                 return f"entry {e} walks a summed axis but should be {to_source(g)}", {}, {}, none
-    return None, expected, {k.name: v.name for k, v in emap.items()}, (bvars, summed, deferred)
+    guard = _mapped_guard(read.guard, out, store, flat, emap)
+    return (
+        None,
+        expected,
+        {k.name: v.name for k, v in emap.items()},
+        (bvars, summed, deferred, guard),
+    )
+
+
+def _loops_of(ir: KernelIR) -> dict[int, list[Loop]]:
+    """Per op (by id), the loops around it, outermost first."""
+    out: dict[int, list[Loop]] = {}
+
+    def go(ops: list[Op], stack: list[Loop]) -> None:
+        for o in ops:
+            out[id(o)] = stack
+            if isinstance(o, Loop):
+                go(o.body, [*stack, o])
+
+    go(ir.ops, [])
+    return out
+
+
+def _tap_order(b: Sym) -> tuple[int, str]:
+    digits = "".join(ch for ch in b.name if ch.isdigit())
+    return (int(digits) if digits else 0, b.name)
+
+
+def _unravel(i: IntLike, extents: list[int]) -> list[IntLike]:
+    """The row-major coordinates of position `i` in a run of `extents`."""
+    out: list[IntLike] = []
+    for j, n in enumerate(extents):
+        inner = 1
+        for x in extents[j + 1 :]:
+            inner *= x
+        at = i if inner == 1 else i // inner
+        out.append(at % n if j else at)
+    return out
+
+
+def _row_major_of(g: IntLike, vs: list[Sym], extents: list[int]) -> bool:
+    """Whether `g` (over the variables `vs` only) is their row-major position in a run of
+    `extents`, checked at every point of the run."""
+    import itertools
+
+    if not isinstance(g, Expr) or g.symbols() - set(vs):
+        return False
+    for vals in itertools.product(*[range(n) for n in extents]):
+        want = 0
+        for v, n in zip(vals, extents):
+            want = want * n + v
+        try:
+            if int(g.evaluate({s.name: v for s, v in zip(vs, vals)})) != want:
+                return False
+        except Exception:
+            return False
+    return True
+
+
+def _iterations(c: IntLike, loops: list[Loop], n: int) -> tuple[dict[int, int], int] | None:
+    """How often expression `c` (over the loops' variables) takes each value over every
+    iteration of `loops` (concrete bounds), and the iteration count; None where it cannot
+    be enumerated (symbolic bounds, other symbols, past 2**16 iterations)."""
+    import itertools
+
+    ranges = []
+    for lp in loops:
+        if not all(isinstance(x, int) for x in (lp.start, lp.stop, lp.step)) or lp.step <= 0:
+            return None
+        ranges.append(range(lp.start, lp.stop, lp.step))  # type: ignore[arg-type]
+    total = 1
+    for r in ranges:
+        total *= len(r)
+    if total > 1 << 16:
+        return None
+    names = [lp.var.name for lp in loops]
+    if isinstance(c, Expr) and {x.name for x in c.symbols()} - set(names):
+        return None
+    counts: dict[int, int] = {}
+    for vals in itertools.product(*ranges):
+        v = int(c.evaluate(dict(zip(names, vals)))) if isinstance(c, Expr) else int(c)
+        counts[v] = counts.get(v, 0) + 1
+    return counts, total
+
+
+def bind_window_taps(
+    ir: KernelIR,
+    store: Store,
+    out: OutputSpec,
+    reads: list[Read],
+    loads: list[Any],
+    rs_all: dict[int, list[set[Role]]],
+    canon: dict[str, str],
+    shape_map: dict[Sym, IntLike] | None = None,
+) -> tuple[dict[Sym, IntLike], tuple[str, str, int, str] | None]:
+    """The kernel's value of each summed variable of a window (a conv's or a pool's taps:
+    variables the spec uses inside an input position, `o2 * 2 - 1 + k1`, or in a guard),
+    which a loop visits rather than a tile axis:
+
+    - where a read indexes one entry by the taps alone, row-major (a conv weight's
+      `w[k1 * K2 + k2, 0, k0, o3]` through its `w_conv` view), and a load of it has there a
+      scalar of the loops around it (`kk`, `kk // chunks`): the taps are that scalar
+      unravelled, and the loops must visit every tap equally often;
+    - else the loops around the load of such a read that carry a value the store writes
+      (the accumulator a max or a sum is folded into): the taps are their iteration,
+      row-major over the loops and then over the taps in the spec's order, and the loops
+      must make exactly one iteration per tap.
+
+    Substituted into the reads, the window's input position becomes an expression of the
+    output element and the iteration, asserted like any other entry, and its guard
+    (padding) likewise. ({}, None) where no variable needs it; a mismatch (expected, got,
+    line, text) where the loops do not visit the window."""
+    apart: set[Sym] = set()
+    for r in reads:
+        for e in r.index:
+            if isinstance(e, Expr) and not isinstance(e, Sym):
+                apart |= {x for x in e.symbols() if x in out.bounds}
+        if r.guard is not None:
+            apart |= {x for x in r.guard.symbols() if x in out.bounds}
+    ext_of = {b: _sub(x.extent, shape_map or {}) for b, x in out.bounds.items()}
+    taps = {b for b in apart if isinstance(ext_of[b], int)}
+    if not taps:
+        return {}, None
+    loops_of = _loops_of(ir)
+    binds: dict[Sym, IntLike] = {}
+    why: tuple[str, str, int, str] | None = None
+    sname = store.view.tensor.name
+    lds = [x for x in loads if isinstance(x, Load)]
+    for ld in lds:
+        tname = canon.get(ld.view.tensor.name, ld.view.tensor.name)
+        loops = loops_of.get(id(ld), [])
+        lvars = {lp.var for lp in loops}
+        for r in reads:
+            if r.tensor != tname or len(r.index) != len(ld.view.coords):
+                continue
+            for c, g in zip(ld.view.coords, r.index):
+                vs = sorted(
+                    (x for x in (g.symbols() if isinstance(g, Expr) else ()) if x in taps),
+                    key=_tap_order,
+                )
+                if not vs or set(vs) & set(binds) or not isinstance(c, Expr):
+                    continue
+                if not c.symbols() or not c.symbols() <= lvars:
+                    continue
+                exts = [ext_of[v] for v in vs]
+                if not _row_major_of(g, vs, exts):  # type: ignore[arg-type]
+                    continue
+                n = 1
+                for x in exts:
+                    n *= x  # type: ignore[operator]
+                seen = _iterations(c, [lp for lp in loops if lp.var in c.symbols()], n)
+                if seen is not None:
+                    counts, _ = seen
+                    if set(counts) != set(range(n)) or len(set(counts.values())) != 1:
+                        why = why or (
+                            f"each of the {n} taps of {r.text()} equally often",
+                            f"{ld.view.tensor.name} entry {to_source(c)} over the loop",
+                            ld.point.line,
+                            f"{sname}[o] sums {r.text()} over {n} taps "
+                            f"({', '.join(v.name for v in vs)}); the loops around the load "
+                            f"read {ld.view.tensor.name} at taps {sorted(counts)}, "
+                            f"{'/'.join(map(str, sorted(set(counts.values()))))} times each",
+                        )
+                binds.update(zip(vs, _unravel(c, exts)))  # type: ignore[arg-type]
+    rest = sorted(
+        {x for r in reads for e in r.index if isinstance(e, Expr) for x in e.symbols()}
+        & taps - set(binds),
+        key=_tap_order,
+    )
+    if not rest:
+        return binds, why
+    for ld in lds:
+        tname = canon.get(ld.view.tensor.name, ld.view.tensor.name)
+        if not any(
+            r.tensor == tname
+            and any(isinstance(e, Expr) and set(rest) & e.symbols() for e in r.index)
+            for r in reads
+        ):
+            continue
+        acc = [
+            lp for lp in loops_of.get(id(ld), []) if any(c.result.id in rs_all for c in lp.carried)
+        ]
+        if not acc:
+            continue
+        exts = [int(ext_of[v]) for v in rest]  # type: ignore[arg-type]
+        n = 1
+        for x in exts:
+            n *= x
+        it: IntLike = 0
+        trips = 1
+        for lp in acc:
+            if not all(isinstance(x, int) for x in (lp.start, lp.stop, lp.step)):
+                return binds, why
+            k = len(range(lp.start, lp.stop, lp.step))  # type: ignore[arg-type]
+            i = lp.var - lp.start if lp.start else lp.var
+            i = i // lp.step if lp.step != 1 else i
+            it = i if trips == 1 else it * k + i
+            trips *= k
+        if trips != n:
+            why = why or (
+                f"one iteration per tap of the window ({', '.join(v.name for v in rest)}: {n})",
+                f"{trips} iterations",
+                acc[-1].point.line,
+                f"{sname}[o] folds a window of {n} taps "
+                f"({', '.join(v.name for v in rest)}); the loops folding it into the "
+                f"accumulator make {trips} iterations",
+            )
+        binds.update(zip(rest, _unravel(it, exts)))
+        break
+    return binds, why
+
+
+def _read_where_guarded(
+    ld: Load,
+    guard: Expr,
+    store: Store,
+    out: OutputSpec,
+    expected: dict[int, IntLike],
+    emap: dict[str, str],
+    tname: str,
+    pt0: ProgramPoint,
+) -> list[Op]:
+    """Ghost ops asserting that the load reads (its mask holds) every element of the tile
+    the spec reads where `guard` (over the load's elements) holds: the element is for an
+    output element the store writes (its bounds, on the load's axes that follow the
+    output's) and for a summed coordinate inside its extent. With the assertion on the
+    loaded tile (where it reads, the guard holds), the load reads exactly where the
+    reference does: a window's padding, and nothing inside the input, is masked."""
+    if ld.mask is None:
+        return []
+    inside: list[Expr] = [guard]
+    for e, c in enumerate(ld.view.coords):
+        if e not in expected and _axes(c):  # a summed coordinate: inside its extent
+            inside += [as_expr(c) >= 0, as_expr(c) < ld.view.tensor.dims[e]]
+    # the store's bounds, on the load's axes that follow the output's
+    emap_ = {Sym(k, "elem"): Sym(v, "elem") for k, v in emap.items()}
+    bounds = store.view.in_bounds if store.mask is None else store.mask
+    conj = bounds.args if isinstance(bounds, BoolOp) and bounds.op == "and" else (bounds,)
+    for b in conj:
+        if not isinstance(b, Expr) or any(isinstance(x, TileElem) for x in b.symbols()):
+            continue
+        if all(x in emap_ for x in b.symbols() if elem_axis(x) is not None):
+            inside.append(as_expr(b.subs(emap_)))
+    pt = ProgramPoint(pt0.file, pt0.line, f"synth: {tname} read for {out.name} (guard)")
+    ghost = Value(tuple(ld.out.shape), "fp32", "synth_cover")
+    name = f"{SYNTH_TAG}.cover.{tname}.{pt0.line}"
+    sym = Sym("_synthc", "scalar")
+    return [
+        Zeros(pt, ghost),
+        Tag(pt, ghost, (0,), name),
+        AssertTag(pt, ghost, name, (sym,), lnot(land(*inside)) | as_expr(ld.mask)),
+    ]
+
+
+def _mapped_guard(
+    guard: Expr | None,
+    out: OutputSpec,
+    store: Store,
+    flat: dict[Sym, IntLike],
+    emap: dict[Sym, Sym],
+) -> Expr | None:
+    """A read's guard over the load's elements (each output coordinate the store's, its
+    elements moved to the load's axes that follow them); None where it has no guard, keeps
+    a summed variable (a window the accumulator's `assert_contraction` checks), or speaks
+    of an output coordinate no axis of the load follows (a weight read under a conv's
+    guard: its product is gated by the paired read's mask)."""
+    if guard is None or any(x in out.bounds for x in guard.symbols()):
+        return None
+    m: dict[Sym, IntLike] = {}
+    for x in guard.symbols():
+        if not (x.kind == "spec" and x.name[0] == "o" and x.name[1:].isdigit()):
+            continue
+        sc = _sub(store.view.coords[int(x.name[1:])], flat)
+        if isinstance(sc, Expr):
+            if any(
+                (elem_axis(y) is not None and y not in emap)
+                or (isinstance(y, TileElem) and Sym(f"_i{y.axis}", "elem") not in emap)
+                for y in sc.symbols()
+            ):
+                return None
+            moved = {
+                y: _tile_elem(y, elem_axis(emap[Sym(f"_i{y.axis}", "elem")]) or 0)
+                for y in sc.symbols()
+                if isinstance(y, TileElem)
+            }
+            sc = sc.subs({**emap, **moved})
+        m[x] = sc
+    return as_expr(guard.subs(m))
 
 
 def _tile_elem(x: TileElem, axis: int) -> TileElem:
@@ -379,8 +668,10 @@ def synthesize(
     t0 = time.perf_counter()
     canon: dict[str, str] = {}  # kernel tensor -> the name its reads go by
     flat: dict[str, str] = {}
+    group_of: dict[str, tuple[str, ...]] = {}
     for k, v in (names if names else spec.names).items():
         group = (v,) if isinstance(v, str) else tuple(v)
+        group_of[k] = group
         flat[k] = group[0]
         canon.update({g: group[0] for g in group})
     names = flat
@@ -396,6 +687,16 @@ def synthesize(
                 shape_map[s] = t.dims[d]
             elif len(dims) == len(t.dims) and s == 1 and isinstance(t.dims[d], Sym):
                 ones.add(t.dims[d])  # the reference's dim of 1 (index 0): the kernel's too
+    same_shape, named = _viewed_shapes(ir, spec, group_of, shape_map)
+
+    def dims_of(e: Any) -> Any:  # the spec's shape arithmetic, by the kernel's dim names
+        e = _sub(e, shape_map)
+        if not named or not isinstance(e, Expr):
+            return e
+        from argus_core.spec.views import rewrite
+
+        return rewrite(e, lambda x: named.get(x))
+
     res = Synthesis(ir)
     inserts: dict[int, list[Op]] = {}
     summands = {(op.value.id, op.entry) for op in ir.walk() if isinstance(op, Summand)}
@@ -410,8 +711,8 @@ def synthesize(
         reads = [
             Read(
                 names.get(r.tensor, r.tensor),
-                tuple(_sub(i, shape_map) for i in r.index),
-                guard_of(_sub(r.guard, shape_map)) if r.guard is not None else None,
+                tuple(dims_of(i) for i in r.index),
+                guard_of(dims_of(r.guard)) if r.guard is not None else None,
             )
             for r in out.reads
         ]
@@ -439,12 +740,35 @@ def synthesize(
                 inserts.setdefault(id(op), []).extend(va)
                 res.values.append((op, va[1], to_source(out.values)))
                 res.pinned.append(f"{sname}: every value written is {to_source(out.values)}")
+        rs_all, loads = roles_of(ir, op)
+        binds, why = bind_window_taps(ir, op, out, reads, loads, rs_all, canon, shape_map)
+        if why:
+            res.mismatches.append(Mismatch(sname, why[0], why[1], why[2], why[3]))
+        if binds:
+            reads = [
+                Read(
+                    r.tensor,
+                    tuple(_sub(i, binds) for i in r.index),
+                    guard_of(_sub(r.guard, binds)) if r.guard is not None else None,
+                )
+                for r in reads
+            ]
+            out = OutputSpec(
+                out.name,
+                out.shape,
+                out.reads,
+                {b: x for b, x in out.bounds.items() if b not in binds},
+                out.values,
+            )
+            res.pinned.append(
+                f"{sname}: the window's taps "
+                + ", ".join(f"{b.name} = {to_source(x)}" for b, x in binds.items())
+            )
         window = _window(out, reads, shape_map, op, ir)
         if window is not None:
             inserts.setdefault(id(window[0]), []).extend(window[1])
             res.pinned.append(f"{sname}: summed exactly over {to_source(window[1][-1].window)}")
             res.windows.append((sname, to_source(window[1][-1].window)))
-        rs_all, loads = roles_of(ir, op)
         matched: set[str] = set()
         for sl in [x for x in loads if isinstance(x, LoadScalar)]:  # one element, by value
             name = canon.get(sl.tensor.name, sl.tensor.name)
@@ -523,7 +847,11 @@ def synthesize(
                 continue
             preds = []
             tag_syms = tuple(Sym(f"_synth{d}", "scalar") for d in range(len(ld.view.coords)))
-            for r, exp, emap, (bv, summed, deferred) in ok:
+            guarded: list[tuple[Read, Expr]] = []
+            for r, exp, emap, (bv, summed, deferred, gd) in ok:
+                if gd is not None and len(ok) == 1:  # read only where the guard holds
+                    preds.append(gd)
+                    guarded.append((r, gd))
                 matched.add(r.key())
                 if deferred:
                     after = _rhs_assertion(ld, deferred, rs_all, prod, op, tname)
@@ -559,6 +887,7 @@ def synthesize(
                     emap,
                     summed=summed,
                     rows=set(deferred),
+                    guard=gd if len(ok) == 1 else None,
                 )
                 res.assertions.append(syn)
                 res.pinned.append(
@@ -580,6 +909,15 @@ def synthesize(
                 s.op = assertion
             if preds:  # else every entry is the load's own coordinate: nothing to prove
                 inserts.setdefault(id(ld), []).extend([Cast(pt, ghost, ld.out), tag, assertion])
+            if len(guarded) == 1 and len(ok) == 1:
+                cover = _read_where_guarded(
+                    ld, guarded[0][1], op, out, ok[0][1], ok[0][2], tname, pt
+                )
+                if cover:
+                    inserts.setdefault(id(ld), []).extend(cover)
+                    res.pinned.append(
+                        f"{sname} <- {guarded[0][0].text()}: read wherever its guard holds"
+                    )
         for r in reads:
             if r.key() not in matched:
                 res.mismatches.append(
@@ -634,9 +972,78 @@ def synthesize(
     if ones:  # the spec holds for the reference's shape: those dims are 1 there
         pt = ProgramPoint(ir.file, 0, "synth: dims of 1 in the reference")
         ops = [Requires(pt, land(*[d.eq(1) for d in sorted(ones, key=lambda x: x.name)])), *ops]
+    if same_shape:  # and for its shapes: a viewed tensor's dims are the reference's
+        pt = ProgramPoint(ir.file, 0, "synth: the reference's shapes through its views")
+        ops = [Requires(pt, land(*same_shape)), *ops]
     res.ir = _with_ops(ir, ops)
     res.seconds = time.perf_counter() - t0
     return res
+
+
+def _viewed_shapes(
+    ir: KernelIR,
+    spec: Spec,
+    group_of: dict[str, tuple[str, ...]],
+    shape_map: dict[Sym, IntLike],
+) -> tuple[list[Expr], dict[Expr, Sym]]:
+    """Map the dims of the tensors the spec is written over a view of (`Spec.base`) onto
+    the kernel's, and the parameters' dim symbols onto their sizes (`Spec.sizes`); return
+    the equalities the reference's shapes then impose on the kernel's dims (a merged run's
+    extent `S == I0 * I1`, an output's spatial extents in terms of the input's).
+
+    A kernel tensor bound to a viewed spec tensor and loaded or stored is the view (the
+    spec's reads are over it: its dims are `Spec.dims` / the output's viewed shape); one
+    the kernel only takes the extents of (the conv templates' `xs`, `ys`) is the tensor as
+    the reference has it (its dims are the base ones). Also each such expression (over the
+    kernel's dims) -> the kernel's dim it equals, which the reads then name it by (an
+    unravelled position `q // O3` as the kernel computes it, not `q // ((I1 - 1) // 2 + 1)`:
+    the same terms are easier for the solver)."""
+    if not spec.base:
+        for s_, v in spec.sizes.items():
+            shape_map.setdefault(s_, v)
+        return [], {}
+    kt = {t.name: t for t in ir.tensors}
+    used = {
+        x.view.tensor.name if isinstance(x, Load | Store) else x.tensor.name
+        for x in ir.walk()
+        if isinstance(x, Load | Store | LoadScalar)
+    }
+    pairs: list[tuple[IntLike, IntLike]] = []
+    for tname, base in spec.base.items():
+        viewed = spec.dims.get(tname)
+        if viewed is None and tname in spec.outputs:
+            viewed = spec.outputs[tname].shape
+        for kname in group_of.get(tname, (tname,)):
+            t = kt.get(kname)
+            dims = viewed if kname in used else base
+            if t is None or dims is None or len(dims) != len(t.dims):
+                continue
+            for sd, kd in zip(dims, t.dims):
+                if isinstance(sd, Sym) and sd not in shape_map:
+                    shape_map[sd] = kd
+                else:
+                    pairs.append((sd, kd))
+    for s_, v in spec.sizes.items():
+        shape_map.setdefault(s_, v)
+    spec_syms = {
+        x
+        for ds in (*spec.dims.values(), *spec.base.values(), *spec.params.values())
+        for d in ds
+        if isinstance(d, Expr)
+        for x in d.symbols()
+    }
+    out: list[Expr] = []
+    named: dict[Expr, Sym] = {}
+    for sd, kd in pairs:
+        e = _sub(sd, shape_map)
+        if isinstance(e, Expr) and e.symbols() & spec_syms:
+            continue  # a symbol of the reference the kernel has no dim for
+        if (isinstance(e, int) and isinstance(kd, int)) or as_expr(e) == as_expr(kd):
+            continue
+        out.append(as_expr(kd).eq(e))
+        if isinstance(e, Expr) and isinstance(kd, Sym) and not isinstance(e, Sym):
+            named.setdefault(e, kd)
+    return out, named
 
 
 def _scalar_assertion(
@@ -1008,6 +1415,8 @@ def _explain(c: dict[str, Any], syn: Synthesis, policy: Any) -> dict[str, Any]:
     s = cand[0]
     if "(rows)" in str(c["program_point"].get("op", "")):
         return _explain_rows(c, s)
+    if "(guard)" in str(c["program_point"].get("op", "")):
+        return _explain_masked(c, s)
     env = _env(syn.ir, policy, c)
     elems = {f"_i{d}": v for d, v in enumerate(c.get("element") or [])}
     got = list(c.get("lhs") or [])
@@ -1031,6 +1440,16 @@ def _explain(c: dict[str, Any], syn: Synthesis, policy: Any) -> dict[str, Any]:
         f"{s.output}{out_el} should read {s.tensor}{want} "
         f"({s.read.text()}) but reads {s.tensor}{got}"
     )
+    try:
+        outside = s.guard is not None and not _ev(s.guard, {**env, **elems})
+    except Exception:  # a symbol the model does not bind (data): the plain text
+        outside = False
+    if outside:  # the reference reads nothing there: the window's padding
+        want = []
+        text = (
+            f"{s.output}{out_el} reads {s.tensor}{got}, where the reference reads no "
+            f"element of {s.tensor} (outside the guard of {s.read.text()}: padding)"
+        )
     return {
         **c,
         "assertion": "synth_dataflow",
@@ -1038,6 +1457,28 @@ def _explain(c: dict[str, Any], syn: Synthesis, policy: Any) -> dict[str, Any]:
         "output_element": out_el,
         "should_read": want,
         "reads": got,
+        "text": f"synth at {c['program_point']['file'].rsplit('/', 1)[-1]}:{line}: {text}",
+        "message": text,
+    }
+
+
+def _explain_masked(c: dict[str, Any], s: Synthesized) -> dict[str, Any]:
+    """The load masks an element the reference reads (its guard holds there)."""
+    line = c["program_point"]["line"]
+    where = f"element {c.get('element')} of program {c.get('program_id')}"
+    it = c.get("iteration")
+    text = (
+        f"{s.output}[o] should read {s.read.text()} wherever its guard holds, but at {where}"
+        + (f" (iteration {it})" if it else "")
+        + f" the load masks an element there (reads its `other`, not {s.tensor})"
+    )
+    return {
+        **c,
+        "assertion": "synth_dataflow",
+        "invariant": f"{s.output} <- {s.read.text()}",
+        "output_element": c.get("element"),
+        "should_read": s.read.text(),
+        "reads": "a masked element",
         "text": f"synth at {c['program_point']['file'].rsplit('/', 1)[-1]}:{line}: {text}",
         "message": text,
     }

@@ -31,7 +31,7 @@ as [taps, C]).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from argus_core.ir.expr import (
@@ -97,7 +97,8 @@ def view_layout(view: str, rank: int) -> Layout | None:
     if name in ("w_conv", "w_convT") and g and rank >= 2:  # [G, dim0 / G, dim1, taps]
         pieces = (("split", 0, g, 0), ("split", 0, g, 1), ("merge", (1,)), rest(2))
         return Layout(pieces, (3, 0, 2, 1) if name == "w_conv" else (3, 0, 1, 2))
-    if name == "go" and g and rank == 1:
+    if name == "go" and g and rank >= 1:  # a per-channel vector, [C] or [C, 1, ...]
+        # (`reshape(G, -1)`: a dim after the first is of extent 1, in no piece: index 0)
         return Layout((("split", 0, g, 0), ("split", 0, g, 1)), (0, 1))
     if view == "n1s" and rank >= 1:
         return Layout((("merge", (0,)), ("merge", ()), rest(1)), (0, 1, 2))
@@ -230,8 +231,12 @@ def spec_over_views(spec: Spec, views: dict[str, str]) -> Spec:
             assert lay is not None
             ext = _extents(lay, dims[t])
             dims[t] = tuple(ext[k] for k in lay.perm)
-    outs = {name: _output(name, o, views, shapes) for name, o in spec.outputs.items()}
-    return Spec(outs, dims, dict(spec.names))
+    exts = {**spec.params, **shapes}  # a merged run's extents (row-major strides)
+    outs = {name: _output(name, o, views, shapes, exts) for name, o in spec.outputs.items()}
+    base = {t: exts[t] for t in views if t in exts}
+    return Spec(
+        outs, dims, dict(spec.names), dict(spec.params), dict(spec.sizes), base, dict(views)
+    )
 
 
 def _extents(lay: Layout, shape: tuple[IntLike, ...]) -> list[IntLike]:
@@ -283,18 +288,23 @@ def _resplit(spec: Spec, table: dict[Sym, tuple[int, Sym]]) -> Spec:
             n, tuple(rw(x) for x in o.shape), [read(r) for r in o.reads], bounds, rw(o.values)
         )
     dims = {t: tuple(rw(x) for x in ds) for t, ds in spec.dims.items()}
-    return Spec(outs, dims, dict(spec.names))
+    return Spec(outs, dims, dict(spec.names), dict(spec.params), dict(spec.sizes))
 
 
 @dataclass
 class _Coords:
     """How an output's old coordinates read over its view's: `ren` (alone in a merged run,
-    or 0 for a dim of 1), `groups` (merged runs), `splits` (o -> (outer, inner, F))."""
+    or 0 for a dim of 1), `groups` (merged runs), `splits` (o -> (outer, inner, F)),
+    `unravel` (a coordinate of a merged run as the merged coordinate unravelled row-major:
+    o2 -> q // O3, o3 -> q % O3), `apart` (summed variables a read uses outside a run of
+    bare variables: a window's taps, which a merge keeps row-major, not as one variable)."""
 
     ren: dict[Sym, IntLike]
     groups: dict[tuple[Sym, ...], Sym]
     splits: dict[Sym, tuple[IntLike, IntLike, IntLike]]
     read: str = ""
+    unravel: dict[Sym, IntLike] = field(default_factory=dict)
+    apart: set[Sym] = field(default_factory=set)
 
     def new(self, e: IntLike) -> IntLike:
         """Expression `e` over the old coordinates, over the new ones."""
@@ -312,6 +322,8 @@ class _Coords:
                 outer, inner, _ = splits[x.a]
                 return outer if x.op == "//" else inner
             if isinstance(x, Sym):
+                if x in self.unravel:
+                    return self.unravel[x]
                 if x in merged:
                     raise ValueError(
                         f"{self.read} reads output coordinate {x.name} apart from the ones "
@@ -328,13 +340,17 @@ class _Coords:
 
 
 def _output(
-    name: str, o: OutputSpec, views: dict[str, str], shapes: dict[str, tuple[IntLike, ...]]
+    name: str,
+    o: OutputSpec,
+    views: dict[str, str],
+    shapes: dict[str, tuple[IntLike, ...]],
+    exts: dict[str, tuple[IntLike, ...]],
 ) -> OutputSpec:
     n = len(o.shape)
     if n == 0:  # a 0-d output seen as one element
         mb: dict[tuple[Sym, ...], Bound] = {}
-        cs = _Coords({}, {}, {})
-        reads = [_read(r, views, cs, o.bounds, mb, shapes) for r in o.reads]
+        cs = _Coords({}, {}, {}, apart=_apart(o))
+        reads = [_read(r, views, cs, o.bounds, mb, shapes, exts) for r in o.reads]
         bounds = _merged_bounds(o, reads, mb)
         return OutputSpec(name, (1,) if name in views else (), reads, bounds, o.values)
     lay = view_layout(views[name], n) if name in views else None
@@ -343,7 +359,7 @@ def _output(
     if lay is None:
         lay = Layout(tuple(("merge", (d,)) for d in range(n)), tuple(range(n)))
     ext = _extents(lay, o.shape)
-    cs = _Coords({}, {}, {})
+    cs = _Coords({}, {}, {}, apart=_apart(o))
     halves: dict[int, list[Any]] = {}
     shape: list[IntLike] = []
     for j, k in enumerate(lay.perm):
@@ -362,11 +378,28 @@ def _output(
             cs.ren[out_sym(big[0])] = out_sym(j)
         elif len(big) > 1:
             cs.groups[tuple(out_sym(d) for d in big)] = out_sym(j)
+            for i, d in enumerate(big):  # o_d = (q // (extents after d)) % extent of d
+                inner = _prod([o.shape[x] for x in big[i + 1 :]])
+                at: IntLike = out_sym(j) if _is_one(inner) else out_sym(j) // inner
+                cs.unravel[out_sym(d)] = at % o.shape[d] if i else at
     cs.splits = {out_sym(d): (h[0], h[1], h[2]) for d, h in halves.items()}
     merged_bounds: dict[tuple[Sym, ...], Bound] = {}
-    reads = [_read(r, views, cs, o.bounds, merged_bounds, shapes) for r in o.reads]
+    reads = [_read(r, views, cs, o.bounds, merged_bounds, shapes, exts) for r in o.reads]
     bounds = _merged_bounds(o, reads, merged_bounds)
     return OutputSpec(name, tuple(shape), reads, bounds, o.values)
+
+
+def _apart(o: OutputSpec) -> set[Sym]:
+    """The summed variables some read of `o` uses in its guard or inside an expression (a
+    window's tap `o2 * 2 - 1 + k1`): a view merging them writes them row-major."""
+    out: set[Sym] = set()
+    for r in o.reads:
+        if r.guard is not None:
+            out |= {s for s in r.guard.symbols() if s in o.bounds}
+        for e in r.index:
+            if isinstance(e, Expr) and not isinstance(e, Sym):
+                out |= {s for s in e.symbols() if s in o.bounds}
+    return out
 
 
 def _merged_bounds(
@@ -394,6 +427,7 @@ def _read(
     bounds: dict[Sym, Bound],
     merged_bounds: dict[tuple[Sym, ...], Bound],
     shapes: dict[str, tuple[IntLike, ...]],
+    exts: dict[str, tuple[IntLike, ...]],
 ) -> Read:
     cs.read = r.text()
     guard = None if r.guard is None else cs.new(r.guard)
@@ -409,10 +443,18 @@ def _read(
         raise ValueError(f"{r.text()}: view {view!r} of a {k}-d tensor")
     # an output coordinate of a dim of 1 is 0 (`ren`): a read by it indexes 0 there
     zero = {s: 0 for s, v in cs.ren.items() if isinstance(v, int) and v == 0}
+    covered = {d for p in lay.pieces for d in (p[1] if p[0] == "merge" else (p[1],))}
+    for d in sorted(set(range(k)) - covered):  # a dim of 1 the view drops: read at 0
+        e = _sub(r.index[d], zero)
+        ext = exts.get(r.tensor)
+        if not (isinstance(e, int) and e == 0) or (ext is not None and not _is_one(ext[d])):
+            raise ValueError(f"{r.text()}: its {view} view drops dim {d}, not one of extent 1")
     per_piece: list[IntLike] = []
     for p in lay.pieces:
         if p[0] == "merge":
-            per_piece.append(_merged_entry(r, view, p[1], zero, cs, bounds, merged_bounds))
+            per_piece.append(
+                _merged_entry(r, view, p[1], zero, cs, bounds, merged_bounds, exts.get(r.tensor))
+            )
         else:
             d, g, part = p[1], p[2], p[3]
             ext = shapes[r.tensor][d] if r.tensor in shapes else (1 if g == 1 else None)
@@ -430,19 +472,24 @@ def _merged_entry(
     cs: _Coords,
     bounds: dict[Sym, Bound],
     merged_bounds: dict[tuple[Sym, ...], Bound],
+    ext: tuple[IntLike, ...] | None,
 ) -> IntLike:
     """The view's entry for the run of dims `g` merged into one: the output's merged
-    coordinates, one coordinate (the rest 0: dims of 1), or distinct summed variables of one
-    kind (merged into one of the product extent)."""
+    coordinates, one coordinate (the rest 0: dims of 1), distinct summed variables of one
+    kind (merged into one of the product extent), else the entries combined row-major over
+    the tensor's extents, the output's merged coordinates unravelled (a window's input
+    position `(o2 // O3 * 2 - 1 + k1) * I3 + o2 % O3 - 2 + k2 * 2`: exact wherever the read
+    is made, each entry inside its dim, which its guard says)."""
     at = [_sub(r.index[d], zero) for d in g]
     es = [e for e in at if not (isinstance(e, int) and e == 0)]
     if not es:
         return 0
-    if len(es) == 1:
+    if len(es) == 1 and (ext is None or _unit_after(at, g, ext)):
         return cs.new(es[0])
     if tuple(es) in cs.groups:
         return cs.groups[tuple(es)]  # type: ignore[index]
-    if all(isinstance(e, Sym) and e in bounds for e in es) and len(set(es)) == len(es):
+    bare = all(isinstance(e, Sym) and e in bounds for e in es) and len(set(es)) == len(es)
+    if bare and not (set(es) & cs.apart):
         key = tuple(es)  # type: ignore[arg-type]
         kinds = {bounds[e].kind for e in key}
         if len(kinds) != 1:
@@ -454,11 +501,33 @@ def _merged_entry(
         if r.guard is not None and r.guard.symbols() & set(key):
             raise ValueError(f"{r.text()}: its view merges indices its guard speaks of")
         return merged_bounds[key].sym
-    raise ValueError(
-        f"{r.text()}: its {view} view merges coordinates "
-        f"{', '.join(to_source(e) for e in es)}, neither the output's merged ones nor "
-        "summed indices (merged positions)"
-    )
+    if ext is None:
+        raise ValueError(
+            f"{r.text()}: its {view} view merges coordinates "
+            f"{', '.join(to_source(e) for e in es)}, neither the output's merged ones nor "
+            "summed indices, of a tensor of unknown extents (merged positions)"
+        )
+    return row_major([cs.new(e) for e in at], [ext[d] for d in g])
+
+
+def _unit_after(at: list[IntLike], g: tuple[int, ...], ext: tuple[IntLike, ...]) -> bool:
+    """Whether the one nonzero entry of `at` is the run's row-major position: every dim
+    after it of extent 1."""
+    k = max(i for i, e in enumerate(at) if not (isinstance(e, int) and e == 0))
+    return all(_is_one(ext[d]) for d in g[k + 1 :])
+
+
+def row_major(entries: list[IntLike], extents: list[IntLike]) -> IntLike:
+    """sum_j entries[j] * prod(extents[j + 1:]): the position of `entries` in a row-major
+    run of dims of `extents` (zero entries left out)."""
+    out: IntLike = 0
+    for j, e in enumerate(entries):
+        if isinstance(e, int) and e == 0:
+            continue
+        stride = _prod(list(extents[j + 1 :]))
+        term = e if _is_one(stride) else e * stride
+        out = term if (isinstance(out, int) and out == 0) else out + term
+    return out
 
 
 def _split_entry(

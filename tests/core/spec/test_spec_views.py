@@ -24,6 +24,7 @@ LAYOUTS = [  # (view, a tensor shape it applies to)
     ("w_conv:2", (6, 3, 2, 3)),
     ("w_convT:3", (6, 2, 3)),
     ("go:2", (6,)),
+    ("go:2", (6, 1, 1)),  # a conv's channel bias [C, 1, 1]
     ("n1s", (2, 3, 4)),
     ("w_dw", (4, 1, 3)),
     ("2d", (2, 3, 4)),
@@ -47,7 +48,32 @@ def test_layout_is_the_harness_view(view, shape):
 
 def test_unknown_layout_is_none():
     assert view_layout("gns:2", 1) is None  # a channel split needs [N, C, ...]
-    assert view_layout("go:2", 2) is None
+    assert view_layout("go:2", 0) is None
+
+
+def test_go_of_a_channel_bias_drops_its_dims_of_one_only():
+    """`go:G` is `reshape(G, -1)`: of a [C, 1, 1] bias its dims of 1 (read at 0) are in no
+    piece; a read indexing such a dim elsewhere, or a dim wider than 1, is refused."""
+    from argus_core.ir.expr import Sym
+    from argus_core.spec import OutputSpec, Read, Spec, out_sym
+
+    lay = view_layout("go:2", 3)
+    assert lay is not None and lay.pieces == (("split", 0, 2, 0), ("split", 0, 2, 1))
+    c = Sym("c", "shape")
+    o0, o1 = out_sym(0), out_sym(1)
+    for dims, index, ok in (
+        ((c, 1, 1), (o0, 0, 0), True),
+        ((c, 1, 1), (o0, o1, 0), False),  # a dim of 1 read at another coordinate
+        ((c, 3, 1), (o0, 0, 0), False),  # a dim of 3 the view would drop
+    ):
+        y = OutputSpec("y", (c, 4), [Read("b", index)])
+        spec = Spec({"y": y}, {}, params={"b": dims})
+        if ok:
+            over = spec_over_views(spec, {"b": "go:1"})
+            assert over.outputs["y"].reads[0].text() == "b[0, o0]"
+        else:
+            with pytest.raises(ValueError, match="go:1 view drops dim 1, not one of extent 1"):
+                spec_over_views(spec, {"b": "go:1"})
     assert view_layout("nope", 3) is None
 
 
@@ -164,9 +190,75 @@ def test_views_without_a_layout_name_the_supported_ones():
         spec_over_views(spec, {"x": "xyz:2", "y": "xyz:2"})
 
 
-def test_a_conv_window_over_merged_positions_is_refused():
-    """A convolution's input entry o2 - 1 + k1 mixes an output coordinate with a tap: over
-    `ngsc:1`, whose spatial dims are one merged coordinate, it is no entry of the view."""
+class _Wrap(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(x)
+
+
+CONV = {"x": "ngsc:1", "y": "ngsc:1", "m.weight": "w_conv:1", "m.bias": "go:1"}
+POOL = {"x": "ngsc:1", "y": "ngsc:1"}
+WINDOWS = {  # a window module, its input shape, the views its kernel is launched on
+    "conv2d_strided_padded_dilated": (
+        lambda: torch.nn.Conv2d(3, 4, (3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2)),
+        (2, 3, 7, 5),
+        CONV,
+    ),
+    "conv3d": (lambda: torch.nn.Conv3d(2, 3, 2, stride=(1, 2, 1)), (1, 2, 3, 5, 3), CONV),
+    "maxpool2d_dilated": (
+        lambda: torch.nn.MaxPool2d(3, stride=2, padding=1, dilation=2),
+        (1, 2, 7, 8),
+        POOL,
+    ),
+    "avgpool3d_padded": (lambda: torch.nn.AvgPool3d(3, stride=2, padding=1), (1, 2, 4, 5, 3), POOL),
+    "conv1d_depthwise": (
+        lambda: torch.nn.Conv1d(3, 3, 3, padding=2, groups=3),
+        (2, 3, 6),
+        {"x": "ngsc:1", "y": "ngsc:1", "m.weight": "w_dw", "m.bias": "go:1"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(WINDOWS))
+def test_a_window_over_merged_positions_reads_what_the_reference_reads(case):
+    """A conv's or a pool's input position `o·stride - pad + k·dil` per spatial dim, over
+    `ngsc:1` (the spatial dims one merged position): the view's entry is the row-major
+    position of the per-dim entries, the output's merged position unravelled, under the
+    same guard (padding), and the weight's taps through `w_conv`/`w_dw` are the taps
+    row-major. At every view element, the elements it reads (taps enumerated, guard
+    evaluated) mapped back through the layouts are exactly the reference's."""
+    make, shape, views = WINDOWS[case]
+    spec = spec_of_module(lambda: _Wrap(make()), lambda: [torch.randn(*shape)], ["x"], ["y"])
+    over = spec_over_views(spec, views)
+    env = {f"x_{d}": n for d, n in enumerate(shape)} | {s.name: v for s, v in spec.sizes.items()}
+    yshape = tuple(_ev(n, env) for n in spec.outputs["y"].shape)
+    assert yshape == tuple(_Wrap(make())(torch.randn(*shape)).shape)
+    shapes = {"x": shape, "y": yshape}
+    shapes |= {t: tuple(_ev(n, env) for n in ds) for t, ds in spec.params.items()}
+    layouts = {t: view_layout(v, len(shapes[t])) for t, v in views.items()}
+    vshape = tuple(_ev(n, env) for n in over.outputs["y"].shape)
+    assert vshape == tuple(_view(torch.empty(yshape), views["y"]).shape)
+    x_reads = [r for r in over.outputs["y"].reads if r.tensor == "x"]
+    assert len(x_reads) == 1 and x_reads[0].guard is not None or "padding" not in case
+    seen = 0
+    for q in itertools.product(*[range(n) for n in vshape]):
+        o = layouts["y"].source(q, yshape)
+        want = _elements(spec.outputs["y"], o, env)
+        got = {
+            (t, layouts[t].source(i, shapes[t])) for t, i in _elements(over.outputs["y"], q, env)
+        }
+        assert got == want, (q, o)
+        seen += len(got)
+    assert seen > math.prod(yshape)
+
+
+def test_a_window_over_merged_positions_reads_a_row_major_position():
+    """The text: Conv2d(4, 6, 3, padding=1) over `ngsc:1` reads x at the row-major
+    position of (o2 // 5 - 1 + k1, o2 % 5 - 1 + k2) (the output is 5 x 5), inside the input,
+    and its weight at tap k1 * 3 + k2 (the taps are read apart: no merged variable)."""
 
     class Conv(torch.nn.Module):
         def __init__(self):
@@ -177,5 +269,18 @@ def test_a_conv_window_over_merged_positions_is_refused():
             return self.c(x)
 
     spec = spec_of_module(Conv, lambda: [torch.randn(2, 4, 5, 5)], ["x"], ["y"])
-    with pytest.raises(ValueError, match=r"\(merged positions\)"):
-        spec_over_views(spec, {"x": "ngsc:1", "y": "ngsc:1", "c.weight": "w_conv:1"})
+    over = spec_over_views(spec, {"x": "ngsc:1", "y": "ngsc:1", "c.weight": "w_conv:1"})
+    text = over.text()
+    ow = "(x_3 + 2 - (c.weight_3 - 1) - 1 + 1)"  # the output's width, of the input's
+    assert f"x[o0, 0, (o2 // {ow} - 1 + k1) * x_3 + o2 % {ow} - 1 + k2, k0] if" in text
+    assert "c.weight[k1 * c.weight_3 + k2, 0, k0, o3] if" in text
+    assert {b.name for b in over.outputs["y"].bounds} == {"k0", "k1", "k2"}
+    assert over.base["x"] == spec.dims["x"] and over.views["x"] == "ngsc:1"
+    sizes = {s.name: n for s, n in spec.sizes.items()}
+    assert sizes == {
+        "c.weight_0": 6,
+        "c.weight_1": 4,
+        "c.weight_2": 3,
+        "c.weight_3": 3,
+        "c.bias_0": 6,
+    }

@@ -164,6 +164,19 @@ CASES = {
         "rownorm",
         ("al.load_scalar(b, pg * 1 + cc3)", "al.load_scalar(b, (pg + 1) % 4)"),
     ),
+    # windows over the merged positions of `ngsc:1` (the spec reads x at the row-major
+    # position of o·stride - pad + k·dil per spatial dim, the taps bound to the kernel's
+    # loop): each bug is planted in the code and in its `rows_for` ghost alike, as an
+    # author writing both would, so the implied assertions (and the ghost) prove it
+    "conv": (  # the first spatial dim's stride 2 taken as 1
+        "level1/17_conv2d_strided_padded_dilated",
+        ("* 2 + (t0 * 1 - 1)", "* 1 + (t0 * 1 - 1)"),
+    ),
+    "pool": (  # the first spatial dim's dilation 2 taken as 1
+        "level1/21_maxpool2d_dilated_then_scale",
+        ("(t0 * 2 - 1)", "(t0 * 1 - 1)"),
+    ),
+    "dwconv": ("level1/19_depthwise_conv1d", ("(t0 * 1 - 2)", "(t0 * 1 - 1)")),  # padding 1
 }
 SYNTH_ONLY = {
     "elementwise",
@@ -180,20 +193,17 @@ SYNTH_ONLY = {
     "chanprog",
     "lm:group_norm",
     "lm:instance_norm_affine",
+    "conv",
+    "pool",
+    "dwconv",
 }  # the implied assertions prove the bugged kernel
 
 # lowerings whose spec is not derived or not written over their kernel's views: the task,
 # and the reason `emission_spec` gives (a regex of it)
 NOT_DERIVED = {
-    # convolutions and pools run on channel-grouped views (`ngsc:G`, `w_conv:G`, ...),
-    # whose layouts the spec is written over, but their input entry mixes an output
-    # coordinate with a window tap (o*stride - pad + k*dil) inside the merged run of
-    # spatial dims; a transposed conv's output channels are C_out/G * G, no shape symbol
-    "level1/17_conv2d_strided_padded_dilated": r"reads output coordinate o\d apart from the "
-    r"ones its view merges it with \(merged positions\)",
+    # a transposed conv's output channels are C_out/G * G, no shape symbol to split
     "level1/18_conv_transpose2d_grouped": r"view 'ngsc:2' splits dim 1 of out0, of extent "
     r"deconv\.weight_1 \* 2: not a shape symbol or a number",
-    "level1/21_maxpool2d_dilated_then_scale": r"\(merged positions\)",
     # programs (conv then MaxPool2d, conv then a spatial mean, ...): each kernel's part of
     # the graph is not cut out yet (match._program keeps its segments), and every shipped
     # program starts with a convolution, whose views above have no spec either
@@ -300,6 +310,110 @@ def test_norm_statistics_over_the_wrong_group_or_samples_caught(case, bug, lm_di
     assert c["reads"], c
 
 
+# more window bugs, each planted in the code and its ghost alike (the plain verifier proves
+# every one): (task, replacements, what the synthesized counterexample says); the tasks
+# here are proved as emitted first
+WINDOW_BUGS = {
+    "conv_padding": (  # the second dim's padding 2 taken as 1: reads past the window
+        "level1/17_conv2d_strided_padded_dilated",
+        [("(t1 * 2 - 2)", "(t1 * 2 - 1)")],
+        r"y\[0, 0, \d+, 0\] reads x\[0, 0, \d+, 0\], where the reference reads no element",
+    ),
+    "conv_taps_swapped": (  # the first dim's tap taken from the second's
+        "level1/17_conv2d_strided_padded_dilated",
+        [("(t0 * 1 - 1)", "(t1 * 1 - 1)")],
+        r"y\[\d+, 0, \d+, 0\] .*x\[",
+    ),
+    "conv_edge_masked": (  # the last column masked as padding (the code only: a guard)
+        "level1/17_conv2d_strided_padded_dilated",
+        [("(s1 < xs.shape[3])", "(s1 < xs.shape[3] - 1)")],
+        r"wherever its guard holds, but at element .* the load masks an element there",
+    ),
+    "conv_short_loop": (  # one tap never summed
+        "level1/17_conv2d_strided_padded_dilated",
+        [("al.range(6)", "al.range(5)")],
+        r"over 6 taps \(k1, k2\); the loops around the load read w at taps \[0, 1, 2, 3, 4\]",
+    ),
+    "conv_relu_taps_swapped": (  # no padding: the window read unguarded
+        "level2/2_conv_relu",
+        [("(t1 * 1 - 0)", "(t0 * 1 - 0)")],
+        r"y\[\d+, 0, \d+, 0\] should read x\[\d+, 0, \d+, 0\] \(x\[o0, 0, .*\) but reads",
+    ),
+    "maxpool_stride": (  # the second dim's stride 2 taken as 1
+        "level1/21_maxpool2d_dilated_then_scale",
+        [("* 2 + (t1 * 2 - 1)", "* 1 + (t1 * 2 - 1)")],
+        r"y\[\d+, 0, \d+, 0\] should read x\[\d+, 0, \d+, 0\]",
+    ),
+    "avgpool3d_stride": (
+        "level1/22_avgpool3d_padded",
+        [("* 2 + (t1 * 1 - 1)", "* 1 + (t1 * 1 - 1)")],
+        r"should read x\[",
+    ),
+    "avgpool3d_short_loop": (  # the loop folds 26 of the 27 taps: the loop binding
+        "level1/22_avgpool3d_padded",
+        [("al.range(27)", "al.range(26)")],
+        r"folds a window of 27 taps \(r0, r1, r2\); the loops folding it into the "
+        r"accumulator make 26 iterations",
+    ),
+    # a channel bias [C, 1, 1, 1] / [C, 1, 1] through `go:1` (reshape(1, -1)): the bias
+    # loaded from another per-channel vector (BatchNorm's bias; the conv's own bias)
+    "conv3d_channel_bias": (
+        "level2/11_conv3d_batchnorm_residual_hardswish",
+        [("vec5_t = al.load(vec5[", "vec5_t = al.load(vec4[")],
+        r"y\[o\] should read vec5\[0, o3\]; no load feeding the store",
+    ),
+    "conv_softmax_channel_bias": (
+        "level2/13_conv_softmax_min_over_channels",
+        [("vec1_t = al.load(vec1[", "vec1_t = al.load(vec0[")],
+        r"y\[o\] should read vec1\[0, r\d\]; no load feeding the store",
+    ),
+}
+
+
+@pytest.mark.parametrize("bug", list(WINDOW_BUGS))
+def test_window_bug_caught_by_a_synthesized_invariant_only(bug, lm_dir):
+    """Conv and pool windows over merged positions (and a conv's channel bias [C, 1, ...]
+    under `go:1`): the kernel as emitted is proved from synthesized invariants
+    (hand-written tags deleted); each planted bug, which the
+    implied assertions and the kernel's own `rows_for` ghost prove, is a synthesized
+    counterexample saying what the output element should read."""
+    task, reps, said = WINDOW_BUGS[bug]
+    gm, em = _capture(task, lm_dir)
+    spec = emission_spec(gm, em)
+    ir, pol = _parse(em, em.source)
+    r = check(strip_hand_written(ir), pol, spec, target_spec())
+    assert r.status == "verified", r.summary
+    src = em.source
+    for old, new in reps:
+        assert old in src, old
+        src = src.replace(old, new)
+    bad, pol = _parse(em, src)
+    plain = SmtVerifier().verify(strip_hand_written(bad), pol, {}, target_spec())
+    assert plain.status == "verified", plain.summary
+    rb = check(strip_hand_written(bad), pol, spec, target_spec())
+    assert rb.status == "violated", rb.summary
+    c = rb.counterexamples[0]
+    assert c["assertion"] == "synth_dataflow", c
+    assert re.search(said, c["text"]), c["text"]
+
+
+def test_window_spec_binds_the_taps_to_the_loop(lm_dir):
+    """The conv's taps are bound through its weight's `w_conv` entry (kk: k1 = kk // 2,
+    k2 = kk % 2), the pool's (no weight) through the loop folding the window into the
+    accumulator; the input read's guard is asserted both ways (read only inside, and
+    wherever inside)."""
+    for task, taps in (
+        ("level1/17_conv2d_strided_padded_dilated", "k1 = kk // 2, k2 = kk % 2"),
+        ("level1/21_maxpool2d_dilated_then_scale", "r0 = kk // 3, r1 = kk % 3"),
+    ):
+        gm, em = _capture(task, lm_dir)
+        ir, _ = _parse(em, em.source)
+        syn = synthesize(strip_hand_written(ir), emission_spec(gm, em))
+        assert not syn.mismatches, [m.text for m in syn.mismatches]
+        assert f"y: the window's taps {taps}" in syn.pinned, syn.pinned
+        assert any(p.endswith("read wherever its guard holds") for p in syn.pinned)
+
+
 @pytest.mark.parametrize("case", list(NOT_DERIVED))
 def test_lowering_without_a_spec_names_the_reason(case, lm_dir):
     gm, em = _capture(case, lm_dir)
@@ -316,17 +430,15 @@ def test_every_lowering_is_covered_or_says_why():
     named = {c[3:] for c in [*CASES, *NOT_DERIVED] if c.startswith("lm:")}
     assert set(LOWER_MORE) <= named, sorted(set(LOWER_MORE) - named)
     templates = {p.name.removesuffix(".py.tmpl") for p in TEMPLATES.glob("*.py.tmpl")}
-    # conv and pool: their shipped tasks in NOT_DERIVED (window reads over merged positions);
-    # midreduce, chanprog etc. here;
+    # conv, pool, dwconv, midreduce, chanprog etc. here (a transposed conv in NOT_DERIVED);
     # partials and normscale: the last kernels of a split reduction, a program's
     # (match.split_reduction), whose partial sums no graph node is
-    # dwconv: as conv (its shipped task level1/19 in NOT_DERIVED: the ngsc:1 and w_dw views)
     # relayout, relayout_halves: a conv's weight copied contiguous, or split into bf16 halves
     # (match.prepack_weights), no graph node's;
     # sdpa_scores / sdpa_pv: a wide-head attention's program, whose weights buffer P no graph
     # node is (the graph has one scaled_dot_product_attention)
-    without = {"conv", "pool", "partials", "normscale", "dwconv", "relayout",
-               "relayout_halves", "sdpa_scores", "sdpa_pv"}  # fmt: skip
+    without = {"partials", "normscale", "relayout", "relayout_halves", "sdpa_scores",
+               "sdpa_pv"}  # fmt: skip
     assert templates - covered == without, sorted(templates - covered)
 
 
