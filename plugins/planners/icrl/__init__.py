@@ -248,11 +248,29 @@ class IcrlSession:
             near.add(best_tile)
             side = [t for t in pool if _tile_of(t[2]) in near]
             extra = [q for q in points if _tile_of(q) in near]
+            plain = self._plain_reference(best_tile, points)
+            if plain:
+                side, extra = [], plain
         keys = {t[2].key() for t in side}
         for q in extra:
             if q.key() not in keys:
                 side.append((MODEL_ARM, self._model_action(q), q))
         return side
+
+    def _plain_reference(self, best_tile: Any, points: list[Policy]) -> list[Policy]:
+        """The best tile's unproposed policies with every on/off lowering option off, while no
+        policy of that tile without them has been proposed; else []. The model ranks a
+        tile's switch combinations poorly (refitted without the case, the best tile's best
+        policy is its first pick within that tile in 8 of the 18 recorded H200 spaces, its
+        2nd to 8th in the others), and every policy measured on a tile with the model's
+        switches on leaves the switches' effect there unmeasured: the correction cannot tell
+        a good tile from good switches (`_shifts`). Triton's plain lowering is the reference
+        each switch's effect is relative to, so the first options step of a best tile
+        measures it (the stages the corrected estimate prefers); after that the correction
+        has the contrast."""
+        if any(_tile_of(q) == best_tile and not _switched_on(q) for q in self.proposed_policies):
+            return []
+        return [q for q in points if _tile_of(q) == best_tile and not _switched_on(q)]
 
     def _model_action(self, p: Policy) -> Action:
         """An action of the MODEL_ARM setting every value of `p` from the best policy."""

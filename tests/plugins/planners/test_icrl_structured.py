@@ -1,7 +1,8 @@
 """icrl with the cost model: a failure for lack of shared memory is the policy's, not its
 lowering switch's; the first half of the budget screens the model's best tiles, then the
 steps alternate between a new tile and the best tiles' options; the correction learned from
-this run's measurements shifts every policy that shares a value."""
+this run's measurements shifts every policy that shares a value; a best tile measured only
+with lowering switches on is measured with all of them off next."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from argus_plugins.planners.icrl import (
     KB_TRUST,
     NEAR,
     IcrlPlanner,
+    _switched_on,
     _tile_of,
     out_of_resources,
     smem_need,
@@ -144,3 +146,18 @@ def test_smem_need_is_the_spaces_rule(planner_ctx):
     ctx = planner_ctx("+kernel=gemm", "backend=h200")
     p = Policy({"BM": 128, "BN": 256, "BK": 64, "GROUP": 8}, {"num_stages": 3, "tma": 1})
     assert smem_need(ctx["family"], p) == pipelined_smem(ctx["family"], p.tiles, p.compiler)
+
+
+def test_a_best_tile_measured_only_with_switches_on_is_measured_without_them(planner_ctx, tmp_path):
+    session, _ = _session(planner_ctx, tmp_path, budget=2)  # screens the start's tile only
+    (first,) = session.propose(1)
+    assert _switched_on(first.policy)  # the model's start for the H200 GEMM turns tma on
+    session.observe(_timed(first, 1.0))
+    (second,) = session.propose(1)  # the options side: the same tile, every switch off
+    assert _tile_of(second.policy) == _tile_of(first.policy)
+    assert not _switched_on(second.policy)
+    session.observe(_timed(second, 0.9))  # a new best: the options side again
+    points = list(session.space.policy_space.points())
+    assert session._plain_reference(_tile_of(first.policy), points) == []  # measured once
+    (third,) = session.propose(1)
+    assert third.policy.key() not in {first.policy.key(), second.policy.key()}
