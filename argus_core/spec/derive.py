@@ -348,6 +348,39 @@ def spec_of_graph(
     return Spec(specs, all_dims, params=params, sizes=sizes)
 
 
+def segment_graph(gm: Any, inputs: Sequence[Any], result: Any) -> Any:
+    """The part of fx graph `gm` that computes node `result` from nodes `inputs` (a
+    program's kernel: graph inputs and earlier kernels' results): a GraphModule whose
+    placeholders are `inputs` in order (their metadata kept: an earlier kernel's buffer
+    is an input of its node's shape), then the nodes between (parameters' `get_attr`s and
+    modules kept), its output `result`. CannotDerive where `result` reads a graph input
+    that is not among `inputs`."""
+    import torch.fx
+
+    given = {n: i for i, n in enumerate(inputs)}
+    need: set[Any] = set()
+    stack = [result]
+    while stack:
+        n = stack.pop()
+        if n in need or n in given:
+            continue
+        if n.op == "placeholder":
+            raise CannotDerive(f"{result.name} reads graph input {n.name}, not the kernel's")
+        need.add(n)
+        stack.extend(n.all_input_nodes)
+    g = torch.fx.Graph()
+    env: dict[Any, Any] = {}
+    for i, n in enumerate(inputs):
+        env[n] = g.placeholder(f"in{i}")
+        env[n].meta = dict(n.meta)
+    for n in gm.graph.nodes:
+        if n in need:
+            env[n] = g.node_copy(n, lambda a: env[a])
+            env[n].meta = dict(n.meta)
+    g.output(env[result])
+    return torch.fx.GraphModule(gm, g)
+
+
 def _params(
     gm: Any, specs: dict[str, OutputSpec], all_dims: dict[str, tuple[IntLike, ...]]
 ) -> tuple[dict[str, tuple[IntLike, ...]], dict[Sym, int]]:

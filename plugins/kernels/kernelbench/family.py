@@ -475,12 +475,12 @@ class KernelBenchFamily(FamilyBase):
         """The emitted kernel's data-flow spec, derived from the task's captured graph over
         the kernel's tensors and row views (`emission_spec`); none for other entries, or
         where the graph has an op the spec rules lack or a view they cannot express."""
-        if self.emission is None or self._gm is None or entry != self.emission.entry:
+        if self.emission is None or self._gm is None:
             return []
-        if self.emission.entries:  # a program: no spec of one kernel's part of the graph yet
+        if entry not in (self.emission.entries or (self.emission.entry,)):
             return []
-        try:
-            return [({}, emission_spec(self._gm, self.emission))]
+        try:  # a program's kernel: its part of the graph (`emission_spec`)
+            return [({}, emission_spec(self._gm, self.emission, entry))]
         except (ConfigError, ValueError):
             return []
 
@@ -591,32 +591,110 @@ def _binding_by_name(
     return binding
 
 
-def emission_spec(gm: Any, emission: match.Emission) -> Any:
+def emission_spec(gm: Any, emission: match.Emission, entry: str | None = None) -> Any:
     """The spec of `gm` (`argus_core.spec`) written over an emitted kernel's tensors: graph
     input i and parameter p go by the kernel tensors the binding takes from them (a
     parameter bound twice, by both), the output by the output's, through the binding's row
-    views ("2d", "1d"). CannotDerive / ValueError where it cannot be written."""
+    views ("2d", "1d"). Of a program, the spec of its kernel `entry` (default the last):
+    the part of the graph it computes (`match.Emission.segments`: from graph inputs and
+    earlier kernels' buffers to its buffer or the output), the buffers its inputs and
+    output by their plan names (`t<k>`) under the views it launches them through; a weight
+    copy (`relayout`) read as the parameter under the copy's view. CannotDerive /
+    ValueError / ConfigError where it cannot be written (a weight copy's own kernel, a
+    program whose buffers are no graph node's: a split reduction's partial sums)."""
     from argus_core.spec import spec_of_graph
 
-    if emission.entries:
-        n_in = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
-        spec_of_graph(gm, [f"in{i}" for i in range(n_in)])  # the graph's own reason first
+    n_in = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    if not emission.entries:
+        names: dict[str, tuple[str, ...]] = {}
+        views: dict[str, str] = {}
+        for kname, src in emission.binding.items():
+            key = _spec_key(src, {})
+            if key is None:
+                continue
+            names[key] = (*names.get(key, ()), kname)
+            if src.get("view"):
+                views[key] = src["view"]
+        spec = spec_of_graph(gm, [f"in{i}" for i in range(n_in)]).with_row_views(views)
+        spec.names = names
+        return spec
+    return _program_spec(gm, emission, entry or emission.entry)
+
+
+def _spec_key(src: dict[str, Any], copies: dict[str, dict[str, Any]]) -> str | None:
+    """The spec tensor a launch binding's source is: graph input `in<i>`, a parameter by
+    its attribute, `out0`, a program's buffer by its name (a weight copy by its
+    parameter's); None for anything else (a scalar)."""
+    if src.get("from") == "buffer" and src.get("name") in copies:
+        src = copies[src["name"]]
+    return {
+        "input": f"in{src.get('index')}",
+        "param": src.get("attr"),
+        "output": "out0",
+        "buffer": src.get("name"),
+    }.get(src.get("from"))
+
+
+def _program_spec(gm: Any, emission: match.Emission, entry: str) -> Any:
+    """`emission_spec` of program kernel `entry`."""
+    from argus_core.spec import spec_of_graph
+    from argus_core.spec.derive import segment_graph
+
+    launches = emission.binding[match.PROGRAM]["launches"]
+    at = [i for i, la in enumerate(launches) if la["entry"] == entry]
+    if not at:
+        raise ConfigError(f"no kernel {entry} in the program ({', '.join(emission.entries)})")
+    templates = [t for t, _ in emission.parts]
+    if templates[at[0]].startswith("relayout"):
+        raise ConfigError(f"kernel {entry} copies a weight ({templates[at[0]]}): no graph node's")
+    copies: dict[str, dict[str, Any]] = {}  # weight copy -> the parameter's binding
+    halves: set[str] = set()
+    for t, la in zip(templates, launches, strict=True):
+        if t == "relayout":
+            copies[la["binding"]["y"]["name"]] = la["binding"]["w"]
+        elif t == "relayout_halves":
+            halves |= {la["binding"][y]["name"] for y in ("yh", "yl")}
+    computing = [i for i, t in enumerate(templates) if not t.startswith("relayout")]
+    j = computing.index(at[0])
+    kernels = emission.assembled[0] if emission.assembled else []
+    if emission.segments:
+        inputs, result = emission.segments[j]
+    elif len(computing) == 1 and len(kernels) == 1:  # one kernel and its weight copies
+        inputs = tuple(n for n in gm.graph.nodes if n.op == "placeholder")
+        result = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    else:
         raise ConfigError(
-            f"a program of {len(emission.entries)} kernels: the spec is written per kernel "
-            "only for one-kernel emissions"
+            f"a program of {len(computing)} kernels whose buffers are no graph node's: "
+            "the spec is written per kernel only for the front end's programs"
         )
+    seg = kernels[j][0]  # the kernel's emission: its inputs `in<i>` are `inputs`
+    binding = launches[at[0]]["binding"]
+    if any(src.get("name") in halves for src in binding.values()):
+        raise ConfigError(f"kernel {entry} reads its weight as bf16 halves: no spec of those")
+    given: dict[int, str] = {}
     names: dict[str, tuple[str, ...]] = {}
     views: dict[str, str] = {}
-    for kname, src in emission.binding.items():
-        key = {"input": f"in{src.get('index')}", "param": src.get("attr"), "output": "out0"}.get(
-            src["from"]
-        )
+    out = "out0"
+    for tname, ssrc in seg.binding.items():
+        src = binding.get(tname, ssrc)
+        key = _spec_key(src, copies)
         if key is None:
             continue
-        names[key] = (*names.get(key, ()), kname)
-        if src.get("view"):
-            views[key] = src["view"]
-    n_in = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
-    spec = spec_of_graph(gm, [f"in{i}" for i in range(n_in)]).with_row_views(views)
+        if ssrc.get("from") == "input":
+            i = int(ssrc["index"])
+            if given.setdefault(i, key) != key:
+                raise ConfigError(f"kernel {entry}'s input {i} is both {given[i]} and {key}")
+        elif ssrc.get("from") == "output":
+            out = key
+        names[key] = (*names.get(key, ()), tname)
+        view = src.get("view") or (copies[src["name"]].get("view") if src.get("name") in copies
+                                   else None)  # fmt: skip
+        if view:
+            views[key] = view
+    if len(set(given.values())) != len(given):
+        raise ConfigError(f"kernel {entry} reads one buffer as two inputs: {given}")
+    labels = [given.get(i, f"unread{i}") for i in range(len(inputs))]
+    sub = segment_graph(gm, inputs, result)
+    spec = spec_of_graph(sub, labels, outputs=[out]).with_row_views(views)
     spec.names = names
     return spec

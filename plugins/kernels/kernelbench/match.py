@@ -101,6 +101,10 @@ class Emission:
     # bf16 halves (`wh`, `wl`) that a `relayout_halves` kernel makes first: what
     # `prepack_weights(halves=True)` launches (the run's kernel.fp32_dot is bf16x3)
     halves: Any = None
+    # a program's part of the graph per kernel of `assembled` (launch order, weight copies
+    # aside): the fx nodes its emission reads as inputs `in<i>` (graph inputs, earlier
+    # kernels' results or views of them) and the node it computes; () for other emissions
+    segments: tuple[tuple[tuple[Any, ...], Any], ...] = ()
 
 
 @dataclass
@@ -810,7 +814,9 @@ def prepack_weights(em: Emission, task: str, gm: Any, halves: bool = False) -> E
         if not em.assembled or not any(k[0].prepack for k in em.assembled[0]):
             return em
         kernels, buffers = em.assembled
-        return _assemble(task, list(em.ops), kernels, buffers, prepack=True, halves=halves)
+        program = _assemble(task, list(em.ops), kernels, buffers, prepack=True, halves=halves)
+        program.segments = em.segments
+        return program
     if not em.prepack:
         return em
     return _assemble(task, list(em.ops), [(em, em.binding, "the output")], {}, prepack=True,
@@ -2302,6 +2308,7 @@ def _program(gm, ops, inputs, result, task, names) -> Emission:
     seg_inputs = list(inputs)  # graph inputs, then each earlier kernel's result or a view
     held: list[tuple[int, Any]] = []  # per seg_inputs[n_in:]: (kernel whose buffer, node)
     segments: list[tuple[int, int, Emission]] = []
+    read: list[tuple[Any, ...]] = []  # per segment: seg_inputs when it was lowered
     known: dict[Any, list[Any]] = {}
     a, why = 0, ""
     while a < len(ops):
@@ -2338,6 +2345,7 @@ def _program(gm, ops, inputs, result, task, names) -> Emission:
                 f"no kernel holds the ops from {ops[a].kind} on" + (f" ({why})" if why else "")
             )
         b, em = found
+        read.append(tuple(seg_inputs))  # what the segment's emission reads as inputs
         held.append((len(segments), ops[b - 1].node))
         segments.append((a, b, em))
         seg_inputs.append(ops[b - 1].node)
@@ -2377,7 +2385,9 @@ def _program(gm, ops, inputs, result, task, names) -> Emission:
         if k != k_out:
             buffers[f"t{k}"] = extents(ops[b - 1].node)
         kernels.append((em, binding, f"buffer t{k}" if k != k_out else "the output"))
-    return _assemble(task, names, kernels, buffers)
+    program = _assemble(task, names, kernels, buffers)
+    program.segments = tuple(zip(read, (ops[b - 1].node for _, b, _ in segments), strict=True))
+    return program
 
 
 def _weight_buffer(buffers: dict[str, list[Any]], extents: list[Any]) -> str:

@@ -298,3 +298,34 @@ def test_causal_mask_becomes_a_guard():
     s = derive(f, (1, 2, 4, 8), (1, 2, 6, 8), (1, 2, 6, 8), inputs=["q", "k", "v"])
     v = s.outputs["out0"].reads_of("v")[0]
     assert v.text() == "v[o0, o1, k1, o3] if k1 <= o2 + k_2 - q_2"
+
+
+class _Chain(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(16, 8)
+
+    def forward(self, x, y):
+        h = torch.relu(self.lin(x))  # the first kernel's result
+        return h.sum(-1) + y  # the second kernel reads h and y
+
+
+def test_segment_graph_cuts_a_kernels_part():
+    """A program's kernel computes a part of the graph: from graph inputs and earlier
+    kernels' results (inputs of their nodes' shapes) to its own result."""
+    from argus_core.frontend.capture import capture
+    from argus_core.spec import spec_of_graph
+    from argus_core.spec.derive import segment_graph
+
+    gm, _ = capture(_Chain, lambda: [torch.randn(4, 16), torch.randn(4)], "chain")
+    nodes = list(gm.graph.nodes)
+    x, y = (n for n in nodes if n.op == "placeholder")
+    h = next(n for n in nodes if n.op != "placeholder" and "relu" in str(n.target))
+    out = next(n for n in nodes if n.op == "output").args[0]
+    first = spec_of_graph(segment_graph(gm, [x, y], h), ["x", "y"], ["t0"])
+    assert {r.tensor for r in first.outputs["t0"].reads} == {"x", "lin.weight", "lin.bias"}
+    second = spec_of_graph(segment_graph(gm, [x, y, h], out), ["x", "y", "t0"], ["out0"])
+    assert text(second) == "out0[o0] <- t0[o0, r0] for r0 < t0_1 (reduce); y[o0]"
+    assert len(second.dims["t0"]) == 2  # h's shape, its own symbols
+    with pytest.raises(CannotDerive, match="reads graph input y"):
+        segment_graph(gm, [x, h], out)  # y is no input of the kernel's

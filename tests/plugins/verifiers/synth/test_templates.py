@@ -21,8 +21,8 @@ from argus_core.frontend.capture import capture, capture_task
 from argus_core.spec.synthesis import strength_report, synthesize
 from argus_core.types import Policy
 from argus_plugins.dsl.tile.frontend import TileFrontend
-from argus_plugins.kernels.kernelbench.family import emission_spec
-from argus_plugins.kernels.kernelbench.match import match
+from argus_plugins.kernels.kernelbench.family import KernelBenchFamily, emission_spec
+from argus_plugins.kernels.kernelbench.match import match, prepack_weights, split_reduction
 from argus_plugins.kernels.kernelbench.tasks import load_module
 from argus_plugins.verifiers.smt import SmtVerifier
 from argus_plugins.verifiers.smt.synth import check, strip_hand_written
@@ -204,11 +204,6 @@ NOT_DERIVED = {
     # a transposed conv's output channels are C_out/G * G, no shape symbol to split
     "level1/18_conv_transpose2d_grouped": r"view 'ngsc:2' splits dim 1 of out0, of extent "
     r"deconv\.weight_1 \* 2: not a shape symbol or a number",
-    # programs (conv then MaxPool2d, conv then a spatial mean, ...): each kernel's part of
-    # the graph is not cut out yet (match._program keeps its segments), and every shipped
-    # program starts with a convolution, whose views above have no spec either
-    "level2/12_conv_maxpool": r"a program of 2 kernels",
-    "level2/15_convtranspose_global_avgpool_flatten_linear": r"a program of 3 kernels",
 }
 
 
@@ -420,6 +415,166 @@ def test_lowering_without_a_spec_names_the_reason(case, lm_dir):
     with pytest.raises((ConfigError, ValueError)) as exc:
         emission_spec(gm, em)
     assert re.search(NOT_DERIVED[case], str(exc.value)), str(exc.value)
+
+
+# programs of several kernels (`match._program`): each kernel's spec is the part of the
+# graph it computes (`Emission.segments`), from graph inputs and earlier kernels' buffers
+# (`t<k>`, under the views the kernel launches them through) to its buffer or the output.
+# A bug planted in one kernel: (task, its entry, replacements, the implied assertions
+# prove it, what the synthesized counterexample says)
+PROGRAM_BUGS = {
+    "maxpool_stride": (  # the pool (kb_k1, reading buffer t0) with stride 1 for 2
+        "level2/12_conv_maxpool",
+        "kb_k1",
+        [("* 2 + (t0 * 1 - 0)", "* 1 + (t0 * 1 - 0)")],  # code and ghost alike
+        True,
+        r"y\[0, 0, \d+, 0\] should read x\[0, 0, \d+, 0\] .* but reads x\[",
+    ),
+    "spatial_mean_rows": (  # the spatial mean of buffer t0, every program's from row tile 0
+        "level2/14_conv_spatial_mean_subtract_tanh",
+        "kb_k1",
+        [("x0.tile(k1_ROWS, k1_BN)[pm, 0]).to", "x0.tile(k1_ROWS, k1_BN)[0, 0]).to")],
+        False,
+        r"y\[\d+, 0\] should read x0\[\d+, 0\] \(x0\[o0, o1\]\) but reads x0\[0, 0\]",
+    ),
+    "deconv_taps_swapped": (  # the transposed conv writing buffer t0: taps swapped
+        "level2/15_convtranspose_global_avgpool_flatten_linear",
+        "kb_k0",
+        [("(1 - t0 * 1)", "(1 - t1 * 1)")],
+        True,
+        r"y\[0, 0, 0, 0\] reads x\[0, 0, 0, 0\], where the reference reads no element of x",
+    ),
+    "global_mean_rows": (  # the global mean of buffer t0 into t1, from row tile 0
+        "level2/15_convtranspose_global_avgpool_flatten_linear",
+        "kb_k1",
+        [("x0.tile(k1_ROWS, k1_BN)[pm, 0]", "x0.tile(k1_ROWS, k1_BN)[0, 0]")],
+        False,
+        r"y\[\d+\] should read x0\[\d+, 0\] .* but reads x0\[0, 0\]",
+    ),
+}
+PROGRAMS = sorted({task for task, *_ in PROGRAM_BUGS.values()})
+
+
+@pytest.mark.parametrize("prepack", [False, True], ids=["emitted", "prepacked"])
+@pytest.mark.parametrize("task", PROGRAMS)
+def test_program_kernels_proved_from_their_part_of_the_graph(task, prepack, lm_dir):
+    """Every kernel of a program, hand-written tags deleted, is proved from the spec of
+    the part of the graph it computes; with its weights copied contiguous first (the
+    family's default, `prepack_weights`) too, the copy read as the parameter under the
+    copy's view; the weight copy itself has no spec (no graph node's)."""
+    gm, em = _capture(task, lm_dir)
+    if prepack:
+        em = prepack_weights(em, task, gm)
+    assert em.template == "program" and len(em.entries) >= 2, em.entries
+    proved = 0
+    for entry, (template, _) in zip(em.entries, em.parts, strict=True):
+        if template.startswith("relayout"):
+            assert prepack
+            with pytest.raises(ConfigError, match="copies a weight"):
+                emission_spec(gm, em, entry)
+            continue
+        spec = emission_spec(gm, em, entry)
+        ir = TileFrontend().parse(em.source, entry, f"<{task}>")
+        tiles = {k: v[0] for k, v in em.tiles.items()}
+        pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
+        r = check(strip_hand_written(ir), pol, spec, target_spec())
+        assert r.status == "verified", (entry, r.summary)
+        assert r.synthesized >= 1, entry
+        proved += 1
+    assert proved == len(em.segments) >= 2
+
+
+@pytest.mark.parametrize("bug", list(PROGRAM_BUGS))
+def test_program_kernel_bug_caught_by_a_synthesized_invariant(bug, lm_dir):
+    """A data-flow bug planted in one kernel of a program is a synthesized counterexample
+    of that kernel's spec (its part of the graph, reading the buffers earlier kernels
+    wrote); where the implied assertions prove the bugged kernel, only it catches it."""
+    task, entry, reps, implied_miss, said = PROGRAM_BUGS[bug]
+    gm, em = _capture(task, lm_dir)
+    spec = emission_spec(gm, em, entry)
+    src = em.source
+    for old, new in reps:
+        assert old in src, old
+        src = src.replace(old, new)
+    bad = TileFrontend().parse(src, entry, f"<{task}>")
+    tiles = {k: v[0] for k, v in em.tiles.items()}
+    pol = Policy({c.name: tiles[c.name] for c in bad.constexprs}, {"num_warps": 4})
+    plain = SmtVerifier().verify(strip_hand_written(bad), pol, {}, target_spec())
+    assert (plain.status == "verified") == implied_miss, plain.summary
+    rb = check(strip_hand_written(bad), pol, spec, target_spec())
+    assert rb.status == "violated", rb.summary
+    c = rb.counterexamples[0]
+    assert c["assertion"] == "synth_dataflow", c
+    assert re.search(said, c["text"]), c["text"]
+
+
+def test_program_spec_reads_the_buffers(lm_dir):
+    """level2/15's kernels: the transposed conv reads x and writes buffer t0, the spatial
+    mean reads t0 (as rows: `rows:2`) and writes t1, the Linear reads t1 through the
+    flatten ([N, C], the plan's extents) and writes the output; each spec names those
+    tensors (a kernel's spec of the whole graph, or of another kernel's part, would not)."""
+    gm, em = _capture("level2/15_convtranspose_global_avgpool_flatten_linear", lm_dir)
+    specs = {e: emission_spec(gm, em, e) for e in em.entries}
+    assert emission_spec(gm, em).outputs.keys() == {"out0"}  # the entry's: the last kernel
+    got = {e: (sorted(s.names), sorted(s.outputs)) for e, s in specs.items()}
+    assert got == {
+        "kb_k0": (["deconv.bias", "deconv.weight", "in0", "t0"], ["t0"]),
+        "kb_k1": (["t0", "t1"], ["t1"]),
+        "kb_k2": (["fc.bias", "fc.weight", "out0", "t1"], ["out0"]),
+    }, got
+    assert specs["kb_k1"].names["t0"] == ("x0",) and specs["kb_k1"].views["t0"] == "rows:2"
+    assert len(specs["kb_k2"].dims["t1"]) == 2  # the flatten's view of t1, as launched
+    assert {r.tensor for r in specs["kb_k2"].outputs["out0"].reads} >= {"t1", "fc.weight"}
+    assert not {r.tensor for r in specs["kb_k2"].outputs["out0"].reads} & {"in0", "t0"}
+
+
+def test_weight_copy_read_as_the_parameter(lm_dir):
+    """A one-kernel conv with its weight copied contiguous first (a program of the copy and
+    the conv, the family's default): the conv's spec reads the parameter under the copy's
+    view (`w_conv:G`), proved, and the conv bug of `CASES` is still caught by it alone;
+    read as bf16 halves (`relayout_halves`), the kernel has no spec, and says so."""
+    task = "level1/17_conv2d_strided_padded_dilated"
+    gm, em = _capture(task, lm_dir)
+    pre = prepack_weights(em, task, gm)
+    assert [t for t, _ in pre.parts] == ["relayout", "conv"]
+    spec = emission_spec(gm, pre)
+    assert spec.names["conv.weight"] == ("w",) and spec.views["conv.weight"] == "w_conv:1"
+    for src, want in (
+        (pre.source, "verified"),
+        (pre.source.replace(*CASES["conv"][1]), "violated"),
+    ):
+        ir = TileFrontend().parse(src, pre.entry, f"<{task}>")
+        tiles = {k: v[0] for k, v in pre.tiles.items()}
+        pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
+        r = check(strip_hand_written(ir), pol, spec, target_spec())
+        assert r.status == want, r.summary
+    assert r.counterexamples[0]["assertion"] == "synth_dataflow"
+    halves = prepack_weights(em, task, gm, halves=True)
+    with pytest.raises(ConfigError, match="bf16 halves"):
+        emission_spec(gm, halves)
+
+
+def test_program_whose_buffers_no_graph_node_is_says_why(lm_dir):
+    """A split reduction (`match.split_reduction`: partial sums, then their sum) is a
+    program with no segments: neither kernel's part of the graph can be cut."""
+    gm, em = _capture("fullreduce", lm_dir)
+    split = split_reduction(em, "fullreduce")
+    assert len(split.entries) == 2 and not split.segments
+    for entry in split.entries:
+        with pytest.raises(ConfigError, match="a program of 2 kernels whose buffers"):
+            emission_spec(gm, split, entry)
+
+
+def test_program_reference_specs_per_entry(lm_dir):
+    """The family gives each computing kernel of its (prepacked) program its spec, none
+    to a weight copy."""
+    task = "level2/12_conv_maxpool"
+    gm, em = _capture(task, lm_dir)
+    fam = KernelBenchFamily()
+    fam._gm, fam.emission = gm, prepack_weights(em, task, gm)
+    got = {e: len(fam.reference_specs(e)) for e in fam.emission.entries}
+    assert got == {"kb_k0": 0, "kb_k1": 1, "kb_k2": 1}, got
+    assert fam.reference_specs("kb_k9") == []
 
 
 def test_every_lowering_is_covered_or_says_why():
