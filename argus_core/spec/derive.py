@@ -1244,13 +1244,18 @@ def _conv(
     stride, pad, dil = (_per_dim(v, nd) for v in (mod.stride, mod.padding, mod.dilation))
     ksz = list(w.shape[2:])
     o = [out_sym(d) for d in range(2 + nd)]
-    c = bound("contract", w.shape[1] if "Transpose" not in kind else x.shape[1] // g, node.name)
-    ks = [bound("contract", ksz[i], node.name) for i in range(nd)]
     transposed = "Transpose" in kind
+    # a group's input channels C/G: a conv's weight dim 1, named as the input's channels
+    # over the group count where G > 1 (PyTorch requires them equal), so that a view
+    # splitting the channels (`ngsc:G`) divides the input's dim as the read does; a dim of
+    # 1 (depthwise) stays 1
+    per_in = w.shape[1] if (not transposed and (g == 1 or w.shape[1] == 1)) else x.shape[1] // g
+    c = bound("contract", per_in, node.name)
+    ks = [bound("contract", ksz[i], node.name) for i in range(nd)]
     if not transposed:
         cout = w.shape[0]
         per_out = cout // g if g > 1 else cout
-        chan = (o[1] // per_out) * w.shape[1] + c if g > 1 else c
+        chan = (o[1] // per_out) * per_in + c if g > 1 else c
         pos, guard = _window(x, o, ks, stride, pad, dil)
         # a weight tap over padding multiplies zeros: read (depended on) only inside
         reads = x.at([o[0], chan, *pos], guard) + w.at([o[1], c, *ks], guard)

@@ -101,27 +101,13 @@ class Spec:
     # shape is the module's: the kernel is specialized to it), which synthesis substitutes
     params: dict[str, tuple[IntLike, ...]] = field(default_factory=dict)
     sizes: dict[Sym, int] = field(default_factory=dict)
-    # the tensors the spec is written over a view of (`with_row_views`): each one's dims
+    # the tensors the spec is written over a view of (`views.spec_over_views`): each one's dims
     # before the view (inputs, parameters, outputs), and the view
     base: dict[str, tuple[IntLike, ...]] = field(default_factory=dict)
     views: dict[str, str] = field(default_factory=dict)
 
     def text(self) -> str:
         return "\n".join(o.text() for o in self.outputs.values())
-
-    def with_row_views(self, views: dict[str, str]) -> Spec:
-        """The spec over the views the front end launches tensors through (`harness._view`,
-        `views.view_layout`): each view reshapes its tensor (merging runs of consecutive
-        dims into one, splitting a channel dim into (G, C/G)) and permutes the result. An
-        output's merged coordinates become one and its split ones two; a read must index a
-        merged run by exactly the output's merged coordinates (in order), by one coordinate
-        (the rest 0: dims of 1), or by distinct summed variables of one kind (merged into
-        one, of the product extent), and a split dim by A * (C/G) + B with B below C/G (or
-        the output's coordinate split the same way), else ValueError (the spec cannot be
-        written over those views). See `argus_core.spec.views`."""
-        from argus_core.spec.views import spec_over_views
-
-        return spec_over_views(self, views)
 
 
 def view_groups(view: str, rank: int) -> list[list[int]] | None:

@@ -720,7 +720,7 @@ def synthesize(
             raise ValueError(
                 f"{ir.name}: the store at line {op.point.line} writes {sname} as a "
                 f"{len(op.view.coords)}-d view, the reference's output is {len(out.shape)}-d "
-                f"(a reshaped view: give the spec over the same view, `Spec.with_row_views`)"
+                f"(a reshaped view: give the spec over the same view, `views.spec_over_views`)"
             )
         if out.values is not None:
             va = _value_assertion(op, _sub(out.values, shape_map), sname, prod)

@@ -21,7 +21,7 @@ as [taps, C]).
 - an output's merged coordinates become one (as before); an output's split coordinate o
   becomes the pair (q_outer, q_inner) of the view: `o // F` reads q_outer, `o % F`
   q_inner, any other o `q_outer * F + q_inner`;
-- a read through a view indexes a merged run as before (`Spec.with_row_views`), and a split
+- a read through a view indexes a merged run as before (as the merge-only rewrite did), and a split
   dim by an entry e that decomposes as e = A * F + B with B below F (a summed variable of
   extent F, `x % F`, 0, a number), or is the output's coordinate split the same way: the
   view's two entries are (A, B) over the new coordinates; else ValueError (the spec cannot
@@ -192,9 +192,13 @@ def spec_over_views(spec: Spec, views: dict[str, str]) -> Spec:
         raise ValueError(
             f"views {bad} are not supported; supported: {', '.join(map(repr, SUPPORTED))}"
         )
-    shapes = {**spec.dims, **{n: o.shape for n, o in spec.outputs.items()}}
+    shapes = {**spec.params, **spec.dims, **{n: o.shape for n, o in spec.outputs.items()}}
     table: dict[Sym, tuple[int, Sym]] = {}  # a split dim's symbol D -> (G, F = D / G)
-    for t, v in views.items():
+    # a parameter's dims last: one the reads index as another tensor's split dim is that
+    # dim (`_alias`)
+    order = sorted(views.items(), key=lambda tv: tv[0] in spec.params)
+    aliases: dict[Sym, IntLike] = {}
+    for t, v in order:
         if t not in shapes:
             continue
         lay = view_layout(v, len(shapes[t]))
@@ -211,19 +215,38 @@ def spec_over_views(spec: Spec, views: dict[str, str]) -> Spec:
                 if ext % g:
                     raise ValueError(f"view {v!r} splits dim {d} of {t} ({ext}) into {g} groups")
             elif isinstance(ext, Sym):
+                if ext not in table and t in spec.params:
+                    x = _alias(spec, t, d, g, table)
+                    known = _sub(x, dict(spec.sizes)) if x is not None else None
+                    if isinstance(known, Const):
+                        known = known.value
+                    if isinstance(known, int) and ext in spec.sizes and known != spec.sizes[ext]:
+                        x = None  # the parameter's size says otherwise: no alias
+                    if x is not None:
+                        aliases[ext] = x
+                        if not (isinstance(x, Sym) and x in table) and _divide(x, g) is None:
+                            raise ValueError(
+                                f"view {v!r} splits dim {d} of {t}, of extent "
+                                f"{to_source(x)}: not divided by {g}"
+                            )
+                        continue
                 if ext in table and table[ext][0] != g:
                     raise ValueError(
                         f"{ext.name} is split into {table[ext][0]} and {g} groups by two views"
                     )
                 table.setdefault(ext, (g, Sym(f"{ext.name}_over{g}", ext.kind)))
-            else:
+            elif _divide(ext, g) is None:
                 raise ValueError(
                     f"view {v!r} splits dim {d} of {t}, of extent {to_source(ext)}: not a "
-                    "shape symbol or a number"
+                    f"shape symbol, a number or a product the spec divides by {g}"
                 )
-    if table:
-        spec = _resplit(spec, table)
-        shapes = {**spec.dims, **{n: o.shape for n, o in spec.outputs.items()}}
+    sizes = dict(spec.sizes)
+    if table or aliases:
+        spec = _resplit(spec, table, aliases)
+        for s_, (g, inner) in table.items():  # a parameter's inner extent: its size / G
+            if s_ in sizes and sizes[s_] % g == 0:
+                sizes.setdefault(inner, sizes[s_] // g)
+        shapes = {**spec.params, **spec.dims, **{n: o.shape for n, o in spec.outputs.items()}}
     dims = dict(spec.dims)
     for t, v in views.items():
         if t in dims:
@@ -234,9 +257,7 @@ def spec_over_views(spec: Spec, views: dict[str, str]) -> Spec:
     exts = {**spec.params, **shapes}  # a merged run's extents (row-major strides)
     outs = {name: _output(name, o, views, shapes, exts) for name, o in spec.outputs.items()}
     base = {t: exts[t] for t in views if t in exts}
-    return Spec(
-        outs, dims, dict(spec.names), dict(spec.params), dict(spec.sizes), base, dict(views)
-    )
+    return Spec(outs, dims, dict(spec.names), dict(spec.params), sizes, base, dict(views))
 
 
 def _extents(lay: Layout, shape: tuple[IntLike, ...]) -> list[IntLike]:
@@ -255,13 +276,66 @@ def _inner(ext: IntLike, g: int) -> IntLike:
     """The inner extent of a dim of extent `ext` (after `_resplit`: G * F) split by g."""
     if isinstance(ext, int):
         return ext // g
-    if isinstance(ext, BinOp) and ext.op == "*" and same(ext.a, g):
-        return ext.b
-    return ext // g
+    q = _divide(ext, g)
+    return ext // g if q is None else q
 
 
-def _resplit(spec: Spec, table: dict[Sym, tuple[int, Sym]]) -> Spec:
+def _divide(ext: IntLike, g: int) -> IntLike | None:
+    """`ext / g` where the form of `ext` divides it (a product with a factor the group
+    count divides: a grouped transposed conv's output channels `w_1 * G`); else None."""
+    if isinstance(ext, int):
+        return ext // g if ext % g == 0 else None
+    if isinstance(ext, Const):
+        return _divide(ext.value, g)
+    if isinstance(ext, BinOp) and ext.op == "*":
+        for a, b in ((ext.a, ext.b), (ext.b, ext.a)):
+            q = _divide(a, g)
+            if q is not None:
+                return b if _is_one(q) else q * b
+    return None
+
+
+def _alias(spec: Spec, t: str, d: int, g: int, table: dict[Sym, tuple[int, Sym]]) -> IntLike | None:
+    """The extent X a parameter's dim d is, split into g groups, where every read of `t`
+    says which: indexed as `A * (X // g) + B`, B a summed variable of extent X // g, X
+    split into g groups by another view (a grouped transposed conv's weight [C, OC/G, *k]
+    read at `g * (C / G) + c`: its dim 0 is the input's channels), or by an output
+    coordinate o_k (a conv's bias [OC] read at the output channel: X is the output's dim
+    k, `w_1 * G` for a transposed conv). PyTorch requires those dims equal (the module
+    would not run otherwise); None where no read says so."""
+    found: set[IntLike] = set()
+    for o in spec.outputs.values():
+        for r in o.reads_of(t):
+            e = r.index[d] if d < len(r.index) else None
+            hit: IntLike | None = None
+            if isinstance(e, Sym) and e.name.startswith("o") and e.name[1:].isdigit():
+                k = int(e.name[1:])
+                if e == out_sym(k) and k < len(o.shape) and e not in o.bounds:
+                    hit = o.shape[k]
+            for x, (gx, _) in table.items():
+                if gx != g or hit is not None:
+                    continue
+                a, b = _affine(e, binop("//", x, g)) if isinstance(e, Expr) else (None, 0)
+                if a is not None and isinstance(b, Sym) and b in o.bounds:
+                    if same(o.bounds[b].extent, binop("//", x, g)):
+                        hit = x
+                        break
+            if hit is None:
+                return None
+            found.add(as_expr(hit) if isinstance(hit, int) else hit)
+    return found.pop() if len(found) == 1 else None
+
+
+def _resplit(
+    spec: Spec, table: dict[Sym, tuple[int, Sym]], aliases: dict[Sym, IntLike] | None = None
+) -> Spec:
+    """`spec` with each split symbol D of `table` written G * F (`D // G` as F), and each
+    parameter dim symbol of `aliases` written as the extent it is (`_alias`)."""
+    aliases = aliases or {}
+
     def f(e: Expr) -> IntLike | None:
+        if isinstance(e, Sym) and e in aliases:
+            return rewrite(aliases[e], f)
         if (
             isinstance(e, BinOp)
             and e.op == "//"
@@ -288,7 +362,8 @@ def _resplit(spec: Spec, table: dict[Sym, tuple[int, Sym]]) -> Spec:
             n, tuple(rw(x) for x in o.shape), [read(r) for r in o.reads], bounds, rw(o.values)
         )
     dims = {t: tuple(rw(x) for x in ds) for t, ds in spec.dims.items()}
-    return Spec(outs, dims, dict(spec.names), dict(spec.params), dict(spec.sizes))
+    params = {t: tuple(rw(x) for x in ds) for t, ds in spec.params.items()}
+    return Spec(outs, dims, dict(spec.names), params, dict(spec.sizes))
 
 
 @dataclass

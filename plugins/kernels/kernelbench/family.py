@@ -603,6 +603,7 @@ def emission_spec(gm: Any, emission: match.Emission, entry: str | None = None) -
     ValueError / ConfigError where it cannot be written (a weight copy's own kernel, a
     program whose buffers are no graph node's: a split reduction's partial sums)."""
     from argus_core.spec import spec_of_graph
+    from argus_core.spec.views import spec_over_views
 
     n_in = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
     if not emission.entries:
@@ -615,7 +616,7 @@ def emission_spec(gm: Any, emission: match.Emission, entry: str | None = None) -
             names[key] = (*names.get(key, ()), kname)
             if src.get("view"):
                 views[key] = src["view"]
-        spec = spec_of_graph(gm, [f"in{i}" for i in range(n_in)]).with_row_views(views)
+        spec = spec_over_views(spec_of_graph(gm, [f"in{i}" for i in range(n_in)]), views)
         spec.names = names
         return spec
     return _program_spec(gm, emission, entry or emission.entry)
@@ -639,6 +640,7 @@ def _program_spec(gm: Any, emission: match.Emission, entry: str) -> Any:
     """`emission_spec` of program kernel `entry`."""
     from argus_core.spec import spec_of_graph
     from argus_core.spec.derive import segment_graph
+    from argus_core.spec.views import spec_over_views
 
     launches = emission.binding[match.PROGRAM]["launches"]
     at = [i for i, la in enumerate(launches) if la["entry"] == entry]
@@ -695,6 +697,6 @@ def _program_spec(gm: Any, emission: match.Emission, entry: str) -> Any:
         raise ConfigError(f"kernel {entry} reads one buffer as two inputs: {given}")
     labels = [given.get(i, f"unread{i}") for i in range(len(inputs))]
     sub = segment_graph(gm, inputs, result)
-    spec = spec_of_graph(sub, labels, outputs=[out]).with_row_views(views)
+    spec = spec_over_views(spec_of_graph(sub, labels, outputs=[out]), views)
     spec.names = names
     return spec

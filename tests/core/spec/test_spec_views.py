@@ -219,6 +219,18 @@ WINDOWS = {  # a window module, its input shape, the views its kernel is launche
         (2, 3, 6),
         {"x": "ngsc:1", "y": "ngsc:1", "m.weight": "w_dw", "m.bias": "go:1"},
     ),
+    # G > 1 groups: the channels split (G, C/G); a transposed conv's output channels are
+    # `w_1 * G` (divided by the view), its weight's dim 0 the input's channels (`w_convT:G`)
+    "conv2d_grouped": (
+        lambda: torch.nn.Conv2d(4, 6, 2, stride=2, padding=1, groups=2),
+        (1, 4, 5, 4),
+        {"x": "ngsc:2", "y": "ngsc:2", "m.weight": "w_conv:2", "m.bias": "go:2"},
+    ),
+    "conv_transpose2d_grouped": (
+        lambda: torch.nn.ConvTranspose2d(6, 9, 3, stride=2, padding=1, output_padding=1, groups=3),
+        (1, 6, 3, 2),
+        {"x": "ngsc:3", "y": "ngsc:3", "m.weight": "w_convT:3", "m.bias": "go:3"},
+    ),
 }
 
 
@@ -234,6 +246,7 @@ def test_a_window_over_merged_positions_reads_what_the_reference_reads(case):
     spec = spec_of_module(lambda: _Wrap(make()), lambda: [torch.randn(*shape)], ["x"], ["y"])
     over = spec_over_views(spec, views)
     env = {f"x_{d}": n for d, n in enumerate(shape)} | {s.name: v for s, v in spec.sizes.items()}
+    env |= {f"{k}_over{g}": v // g for k, v in list(env.items()) for g in (2, 3)}  # split dims
     yshape = tuple(_ev(n, env) for n in spec.outputs["y"].shape)
     assert yshape == tuple(_Wrap(make())(torch.randn(*shape)).shape)
     shapes = {"x": shape, "y": yshape}

@@ -21,15 +21,16 @@ from argus_plugins.verifiers.smt.synth import check, strip_hand_written
 from tests.plugins.verifiers.smt.conftest import target_spec
 
 TASKS = sorted((Path(__file__).parents[3] / "kernelbench_tasks").glob("level*/*.py"))
-# why a task may have no spec of its kernel: a transposed conv's output channels (no shape
-# symbol to split), a program whose buffers no graph node is (a split reduction's partial
-# sums); conv and pool windows over merged positions, and a conv's channel bias
-# [C, 1, ...] under `go:1`, have one since 2026-12-03, and each kernel of a program of the
-# front end (its part of the graph, `Emission.segments`) too (`PROVED` must be proved:
-# a program's every kernel)
-NO_SPEC = re.compile(r"not a shape symbol or a number|a program of \d+ kernels whose buffers")
+# why a task may have no spec of its kernel: a program whose buffers no graph node is (a
+# split reduction's partial sums); conv and pool windows over merged positions, and a
+# conv's channel bias [C, 1, ...] under `go:1`, have one since 2026-12-03, each kernel of
+# a program of the front end (its part of the graph, `Emission.segments`) too, and a
+# grouped transposed conv (its output channels `w_1 * G` divided by the view, its weight's
+# dim 0 the input's channels) too (`PROVED` must be proved: a program's every kernel)
+NO_SPEC = re.compile(r"a program of \d+ kernels whose buffers")
 PROVED = {
     "level1/17_conv2d_strided_padded_dilated",
+    "level1/18_conv_transpose2d_grouped",
     "level1/19_depthwise_conv1d",
     "level1/21_maxpool2d_dilated_then_scale",
     "level1/22_avgpool3d_padded",

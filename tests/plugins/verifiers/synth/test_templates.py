@@ -200,10 +200,9 @@ SYNTH_ONLY = {
 
 # lowerings whose spec is not derived or not written over their kernel's views: the task,
 # and the reason `emission_spec` gives (a regex of it)
-NOT_DERIVED = {
-    # a transposed conv's output channels are C_out/G * G, no shape symbol to split
-    "level1/18_conv_transpose2d_grouped": r"view 'ngsc:2' splits dim 1 of out0, of extent "
-    r"deconv\.weight_1 \* 2: not a shape symbol or a number",
+NOT_DERIVED: dict[str, str] = {
+    # (since 2026-12-03 none: level1/18, a grouped transposed conv whose output channels are
+    # `deconv.weight_1 * 2`, is in WINDOW_BUGS)
 }
 
 
@@ -356,6 +355,20 @@ WINDOW_BUGS = {
         "level2/11_conv3d_batchnorm_residual_hardswish",
         [("vec5_t = al.load(vec5[", "vec5_t = al.load(vec4[")],
         r"y\[o\] should read vec5\[0, o3\]; no load feeding the store",
+    ),
+    # a grouped transposed conv (2 groups: `ngsc:2`, the weight through `w_convT:2`, its
+    # output channels `deconv.weight_1 * 2` divided by the view): every group reading the
+    # weight of group 0, and the taps of the two dims swapped (code and ghost)
+    "deconv_grouped_weight_group": (
+        "level1/18_conv_transpose2d_grouped",
+        [("w[kk, pz % 2]", "w[kk, 0]")],
+        r"y\[0, 1, 0, 0\] should read w\[0, 1, 0, 0\] \(w\[kk // 3 \* 3 \+ kk % 3, o1, k0, "
+        r"o3\] .*\) but reads w\[0, 0, 0, 0\]",
+    ),
+    "deconv_grouped_taps_swapped": (
+        "level1/18_conv_transpose2d_grouped",
+        [("(1 - t0 * 1)", "(1 - t1 * 1)")],
+        r"reads x\[0, 0, 0, 0\], where the reference reads no element of x",
     ),
     "conv_softmax_channel_bias": (
         "level2/13_conv_softmax_min_over_channels",
@@ -552,6 +565,30 @@ def test_weight_copy_read_as_the_parameter(lm_dir):
     halves = prepack_weights(em, task, gm, halves=True)
     with pytest.raises(ConfigError, match="bf16 halves"):
         emission_spec(gm, halves)
+
+
+def test_grouped_transposed_conv_weight_copy_read_as_the_parameter(lm_dir):
+    """level1/18 (2 groups) with its weight copied contiguous first: the copy is read as
+    `deconv.weight` through `w_convT:2` (the parameter's dim 0 split into the input's
+    channel groups), proved; every group reading group 0's weight is caught by it alone."""
+    task = "level1/18_conv_transpose2d_grouped"
+    gm, em = _capture(task, lm_dir)
+    pre = prepack_weights(em, task, gm)
+    assert [t for t, _ in pre.parts] == ["relayout", "conv"]
+    spec = emission_spec(gm, pre)
+    assert spec.views["deconv.weight"] == "w_convT:2" and spec.views["out0"] == "ngsc:2"
+    tiles = {k: v[0] for k, v in pre.tiles.items()}
+    for src, want in (
+        (pre.source, "verified"),
+        (pre.source.replace("w[kk, pz % 2]", "w[kk, 0]"), "violated"),
+    ):
+        ir = TileFrontend().parse(src, pre.entry, f"<{task}>")
+        pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
+        r = check(strip_hand_written(ir), pol, spec, target_spec())
+        assert r.status == want, r.summary
+    assert r.counterexamples[0]["assertion"] == "synth_dataflow"
+    plain = SmtVerifier().verify(strip_hand_written(ir), pol, {}, target_spec())
+    assert plain.status == "verified", plain.summary
 
 
 def test_program_whose_buffers_no_graph_node_is_says_why(lm_dir):
