@@ -137,7 +137,7 @@ def main() -> None:
     ):
         for entry in MOE_KERNELS:
             keys = ("BM", "BN", "BK", "BS", "BE", "BT", "BH")
-            # issue #19: each kernel's stage of the reference (moe_align has none)
+            # issue #19: each kernel's stage of the reference
             moe_spec = registry.get("kernel", "moe").reference_specs(entry) or None
             rows.append(measure(MOE, moe_tiles, 4, args.repeat, target, entry, keys, moe_spec))
     rows += emitted_rows(args.repeat, target)
@@ -273,13 +273,11 @@ def emitted_rows(repeat: int, target: TargetSpec) -> list[dict]:
             em = match(gm, path.stem)
             tiles = {k: v[0] for k, v in em.tiles.items()}
             kernels = em.entries or (em.entry,)
-            spec = None
-            if not em.entries:
-                try:  # the graph's spec, where its rules can write it
-                    spec = [({}, emission_spec(gm, em))]
+            for entry in kernels:
+                try:  # the kernel's spec (a program's: its part of the graph), where written
+                    spec = [({}, emission_spec(gm, em, entry if em.entries else None))]
                 except (ConfigError, ValueError):
                     spec = None
-            for entry in kernels:
                 template = em.template
                 if em.entries:  # "# ---- kernel kb_k0 (template `conv`), writes buffer t0"
                     m = re.search(rf"# ---- kernel {entry} \(template `(\w+)`\)", em.source)
