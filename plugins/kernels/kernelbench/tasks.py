@@ -229,14 +229,17 @@ def scaled(ref: TaskRef, factor: float | None, workdir: str | Path | None = None
     while d >= 2:
         again = write(scaled_source(source, float(factor), divisor=d))
         if _runs_on_meta(again) is None:
-            print(f"--scale {factor}: {ref.key}'s shrunk sizes make no valid Model; its sizes "
-                  f"divided by {d} instead (ratios kept)", file=sys.stderr)  # fmt: skip
+            if again not in _SAID:  # once a process, not at every call for the same task
+                _SAID.add(again)
+                print(f"--scale {factor}: {ref.key}'s shrunk sizes make no valid Model; its "
+                      f"sizes divided by {d} instead (ratios kept)", file=sys.stderr)  # fmt: skip
             return replace(ref, path=again)
         d //= 2
     return replace(ref, path=path)  # none runs: the capture says why
 
 
 _META_RUNS: dict[str, str | None] = {}
+_SAID: set[Path] = set()  # the divided tasks already reported
 
 
 def _runs_on_meta(path: Path) -> str | None:
