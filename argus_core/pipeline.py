@@ -31,7 +31,7 @@ from argus_core.errors import ArgusError, ConfigError, choices_error
 from argus_core.evaluate.check import CheckRun
 from argus_core.evaluate.timing import above_roofline
 from argus_core.ir import KernelIR
-from argus_core.ir.explicit import selects_explicit
+from argus_core.ir.explicit import ExplicitKernel, selects_explicit
 from argus_core.plugin_manager import Registry, default_plugin_manager
 from argus_core.sandbox import (
     SandboxError,
@@ -43,6 +43,7 @@ from argus_core.sandbox import (
 from argus_core.sandbox import configure as configure_sandbox
 from argus_core.spec import caught as synth_caught
 from argus_core.spec import synthesis
+from argus_core.spec.explicit import attach as attach_spec
 from argus_core.types import (
     Candidate,
     CandidateResult,
@@ -372,6 +373,11 @@ class Stages:
         (`unknown`), which does not stop the candidate unless fail_on_unknown is set."""
         try:
             options = dict(self.cfg.verifier)
+            if (options.get("options") or {}).get("synthesize") and isinstance(ir, ExplicitKernel):
+                # issue #19 at the explicit level: the reference's spec bound to the kernel,
+                # attached as ghost data the verifier proves
+                consts = {**ir.consts, **{k: v for k, v in policy.tiles.items() if k in ir.consts}}
+                ir = attach_spec(ir, self.family.explicit_spec(ir, consts))
             if (options.get("options") or {}).get("synthesize") and isinstance(ir, KernelIR):
                 # issue #19: also the invariants synthesized from the family's reference
                 modes = self.family.reference_specs(ir.name)
@@ -651,6 +657,9 @@ _terminating = threading.Event()  # SIGTERM came: set even where the raise is sw
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
+    if _deferring.is_set():  # a record is being written (`_record_whole`)
+        _deferred.append(signum)
+        return
     # Python ignores an exception raised in some places (at-fork hooks, __del__); the flag
     # stops the run at the next candidate then
     _terminating.set()
@@ -675,6 +684,48 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+_deferred: list[int] = []  # signals that came while a record was being written
+_deferring = threading.Event()
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    if _deferring.is_set():
+        _deferred.append(signum)
+        return
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def _record_whole(reraise: bool = True) -> Iterator[None]:
+    """Ctrl-C or SIGTERM while a candidate (or the run's end) is written to the stores
+    waits until the write is done: raised inside MLflow's SQLAlchemy session, it left the
+    parent run RUNNING once in CI (the run ended 130 with its store half-written). Main
+    thread only; where SIGINT is not Python's own handler (ignored, or the caller's) it is
+    left alone."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _deferred.clear()
+    own = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    previous = signal.signal(signal.SIGINT, _on_sigint) if own else None
+    _deferring.set()
+    try:
+        yield
+    finally:
+        _deferring.clear()
+        if own:
+            signal.signal(signal.SIGINT, previous)
+    if _deferred:
+        came = _deferred[:]
+        _deferred.clear()
+        if not reraise:  # the run is ending anyway
+            return
+        if signal.SIGTERM in came:
+            _terminating.set()
+            raise _Terminated
+        raise KeyboardInterrupt
 
 
 def _log_result(res: CandidateResult, cached: list[str] | None = None) -> None:
@@ -795,11 +846,12 @@ def run(cfg: DictConfig) -> int:
     progress = Progress(int(cfg.budget), enabled={"on": True, "off": False}.get(cfg.progress))
 
     def record(res: CandidateResult, artifacts: dict[str, str], cached: list[str]) -> None:
-        pm.hook.argus_on_candidate_result(run=info, result=res, artifacts=artifacts)
-        try:
-            records.append(res, cache=cached)
-        except OSError as exc:
-            _not_recorded(not_recorded, f"results: cannot append to {records.path}: {exc}")
+        with _record_whole():
+            pm.hook.argus_on_candidate_result(run=info, result=res, artifacts=artifacts)
+            try:
+                records.append(res, cache=cached)
+            except OSError as exc:
+                _not_recorded(not_recorded, f"results: cannot append to {records.path}: {exc}")
         if listener.failure():
             _not_recorded(not_recorded, f"tracking: {listener.failure()}")
 
@@ -864,7 +916,8 @@ def run(cfg: DictConfig) -> int:
             info.metrics.update(synth_caught.metrics(caught))
         stages.cache.close()
         if listener.failure() is None or results:
-            pm.hook.argus_on_run_end(run=info, results=results, status=status)
+            with _record_whole(reraise=False):  # a second Ctrl-C must not cut it in half
+                pm.hook.argus_on_run_end(run=info, results=results, status=status)
         pm.unregister(listener)
     log.info("run %s %s: %d candidates", info.run_id, status, len(results))
     if stages.cache.summary():

@@ -4,6 +4,9 @@ timings, planner numbers."""
 from __future__ import annotations
 
 import math
+import time
+
+import pytest
 
 from argus_core.pipeline import (
     _correctness_failure,
@@ -118,3 +121,37 @@ def test_a_failed_check_keeps_a_rejecting_stage_and_the_gist_of_the_rest():
     crash = "RuntimeError: boom\nTraceback (most recent call last):\n  ...\nRuntimeError: boom"
     assert failure(crash) == "correctness: RuntimeError: boom"
     assert failure("") == "correctness: wrong result"
+
+
+def test_ctrl_c_while_a_record_is_written_waits_for_the_write_then_stops():
+    import signal
+
+    from argus_core import pipeline
+
+    # as Python installs it (a test runner's worker may have taken another disposition)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _ctrl_c_during_records(pipeline)
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _ctrl_c_during_records(pipeline):
+    import os
+    import signal
+
+    written = []
+    with pytest.raises(KeyboardInterrupt):
+        with pipeline._record_whole():
+            os.kill(os.getpid(), signal.SIGINT)
+            written.append("child run")  # the write goes on after the Ctrl-C
+    assert written == ["child run"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # at the run's end a Ctrl-C is swallowed: the run is stopping already
+    with pipeline._record_whole(reraise=False):
+        os.kill(os.getpid(), signal.SIGINT)
+        written.append("parent end")
+    assert written == ["child run", "parent end"] and not pipeline._deferred
+    with pytest.raises(KeyboardInterrupt):  # outside a record, Ctrl-C is immediate again
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(1)
