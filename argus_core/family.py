@@ -104,6 +104,13 @@ class FamilyBase:
         kernel is checked against its implied and hand-written assertions only)."""
         return []
 
+    def explicit_spec(self, kernel: Any, consts: dict[str, int]) -> Any:
+        """The reference's spec bound to explicit-level `kernel` at constexprs `consts`
+        (`argus_core.spec.explicit.ExplicitSpec`: over the kernel's 2-D tensor views, the
+        reference's dims as kernel expressions, the launch's facts), or None: the kernel is
+        checked against its implied thread-level invariants only."""
+        return None
+
     # ------------------------------------------------------------------ cost model
     def tile_extents(self, shape: dict[str, int]) -> dict[str, int]:
         """The extent each tile constant cuts at `shape` (GEMM's BM cuts M), from which the

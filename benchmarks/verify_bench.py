@@ -154,14 +154,18 @@ def main() -> None:
             f"{r['assertions']:>7} {r['queries']:>7} {r['seconds']:>8.3f} {r['cpu']:>6.3f} "
             f"{_s(r['synth']):>7} {_s(r['with_synth']):>8}"
         )
-    head = f"{'explicit level':46} {'config':>44} {'status':>9} {'asserts':>7} {'cpu s':>6}"
+    head = (
+        f"{'explicit level':30} {'config':>44} {'status':>9} {'asserts':>7} {'cpu s':>6} "
+        f"{'synth':>9} {'+asserts':>8} {'synth s':>7} {'+synth s':>8}"
+    )
     print()
     print(head)
     print("-" * len(head))
     for r in explicit:
         print(
-            f"{r['kernel']:46} {r['config']:>44} {r['status']:>9} {r['assertions']:>7} "
-            f"{r['cpu']:>6.3f}"
+            f"{r['kernel']:30} {r['config']:>44} {r['status']:>9} {r['assertions']:>7} "
+            f"{r['cpu']:>6.3f} {r['synth_status']:>9} {r['synth_assertions']:>8} "
+            f"{r['synth']:>7.3f} {r['with_synth']:>8.3f}"
         )
     slow = [r for r in rows if r["cpu"] >= 1.0] + [r for r in explicit if r["cpu"] >= 2.0]
     print(
@@ -318,7 +322,10 @@ EXPLICIT = (
 def explicit_rows(repeat: int) -> list[dict]:
     """Median CPU seconds of `verify_explicit` for each EXPLICIT build (the last dict: tile
     overrides, or the attention's shape D and CAUSAL)."""
+    from argus_core.plugin_manager import Registry, default_plugin_manager
+    from argus_core.spec.explicit import attach
     from argus_plugins.verifiers.smt.explicit_ops import verify_explicit
+    from argus_plugins.verifiers.smt.explicit_spec import verify as verify_with_spec
 
     out = []
     for family, target, knobs, extra in EXPLICIT:
@@ -339,6 +346,17 @@ def explicit_rows(repeat: int) -> list[dict]:
             c0 = time.process_time()
             rep = verify_explicit(kernel, kernel.consts)
             cpu.append(time.process_time() - c0)
+        # issue #19: the family's reference spec bound to the kernel (synthesis) and proved
+        # with everything else (`explicit_spec.verify`)
+        fam = Registry(default_plugin_manager()).get("kernel", family)
+        synth, both, srep = [], [], None
+        for _ in range(repeat):
+            c0 = time.process_time()
+            ghost = attach(kernel, fam.explicit_spec(kernel, dict(kernel.consts)))
+            c1 = time.process_time()
+            srep = verify_with_spec(ghost, kernel.consts)
+            synth.append(c1 - c0)
+            both.append(time.process_time() - c0)
         consts = kernel.consts
         tiles = "x".join(str(consts[k]) for k in ("BM", "BN", "BK", "STAGES") if k in consts)
         knob = " ".join(f"{k}={v}" for k, v in knobs.items())
@@ -351,6 +369,10 @@ def explicit_rows(repeat: int) -> list[dict]:
                 "status": rep.status,
                 "assertions": rep.assertions,
                 "cpu": statistics.median(cpu),
+                "synth": statistics.median(synth),
+                "with_synth": statistics.median(both),
+                "synth_status": srep.status,
+                "synth_assertions": srep.assertions - rep.assertions,
             }
         )
     return out

@@ -269,6 +269,35 @@ class AttentionFamily(DSLKernelFamily):
             return []
         return [({"causal": 0}, _spec(False)), ({"causal": 1}, _spec(True))]
 
+    def explicit_spec(self, kernel: Any, consts: dict[str, int]) -> Any:
+        """The reference's spec (its mask mode the kernel's) over the explicit kernels'
+        2-D views (q/k/v/o [B * H(KV) * S, D], lse [B * H * S]); the launch facts the
+        kernels rely on: S a multiple of BM (a query block stays in its head), the grid's
+        query blocks (pid < S / BM) and heads (pid_y < B * H), whole groups of query heads
+        (H % HKV == 0), and, causal, S == SKV (`kernel_explicit`'s docstring)."""
+        from argus_core.ir import Sym
+        from argus_core.spec.explicit import ExplicitSpec, over_views
+        from argus_plugins.dsl.explicit.lang import pid, pid_y
+
+        causal = bool(kernel.meta.get("causal"))
+        B, H, HKV, S, SKV = (Sym(n, "shape", 1) for n in ("B", "H", "HKV", "S", "SKV"))
+        BM = Sym("BM", "const", 1)
+        d = int(consts.get("D", kernel.consts.get("D", 0)))
+        dims = {"q_0": B, "q_1": H, "q_2": S, "q_3": d}
+        for t in ("k", "v"):
+            dims |= {f"{t}_0": B, f"{t}_1": HKV, f"{t}_2": SKV, f"{t}_3": d}
+        views = {"q": "2d", "k": "2d", "v": "2d", "o": "2d", "lse": "1d"}
+        assume = [(S % BM).eq(0), pid < S // BM, pid_y < B * H, (H % HKV).eq(0)]
+        if causal:
+            assume.append(SKV.eq(S))
+        return ExplicitSpec(
+            over_views(_spec(causal), views),
+            dims,
+            views,
+            tuple(assume),
+            source=f"attention reference ({'causal' if causal else 'full'} mask)",
+        )
+
     def baselines(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """SDPA's flash and cuDNN backends on these inputs (dense layouts only). Causal with
         S != SKV has no SDPA equivalent (SDPA aligns top-left): no baseline then."""

@@ -77,6 +77,16 @@ class GemmFamily(DSLKernelFamily):
         the workspace into C."""
         return [({}, _specs()[entry])] if entry in _specs() else []
 
+    def explicit_spec(self, kernel: Any, consts: dict[str, int]) -> Any:
+        """C = A @ B bound to the explicit-level GEMM: a [M, K], b [K, N] as the kernel's
+        scalars name them."""
+        from argus_core.ir import Sym
+        from argus_core.spec.explicit import ExplicitSpec
+
+        M, N, K = (Sym(n, "shape", 1) for n in ("M", "N", "K"))
+        dims = {"a_0": M, "a_1": K, "b_0": K, "b_1": N}
+        return ExplicitSpec(_specs()["gemm"], dims, {}, source="gemm reference (C = A @ B)")
+
     def baselines(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """The library to beat, as callables over these inputs: cuBLAS through torch."""
         import torch

@@ -320,6 +320,28 @@ class MoEFamily(DSLKernelFamily):
 
         return reference_specs(entry)
 
+    def explicit_spec(self, kernel: Any, consts: dict[str, int]) -> Any:
+        """The grouped GEMM's stage of the reference (`spec.grouped_spec`) at the kernel's
+        BM, gated where the kernel fuses SiLU: expert weights [E, (2,) N, K] viewed as
+        [E * (2 *) N, K]; the launch's fact: M (the padded rows) a multiple of BM."""
+        from argus_core.ir import Sym
+        from argus_core.spec.explicit import ExplicitSpec, over_views
+        from argus_plugins.kernels.moe.spec import grouped_spec
+
+        bm = int(consts.get("BM", kernel.consts["BM"]))
+        fused = bool(kernel.meta.get("fused"))
+        M, N, K = (Sym(n, "shape", 1) for n in ("M", "N", "K"))
+        E, NB = Sym("E", "shape", 1), Sym("NB", "shape", 1)
+        dims = {"M": M, "N": N, "K": K, "E": E, "TWO": 2, "NB": NB}
+        views = {"w": "2d"}
+        return ExplicitSpec(
+            over_views(grouped_spec(bm, fused), views),
+            dims,
+            views,
+            ((M % bm).eq(0),),
+            source=f"MoE grouped GEMM stage{' (gate/up, SiLU)' if fused else ''}",
+        )
+
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return TOLERANCES[self._check_dtype(dtype)]
 

@@ -157,3 +157,46 @@ def _specs() -> dict[str, list[tuple[dict[str, int], Any]]]:
 def reference_specs(entry: str) -> list[tuple[dict[str, int], Any]]:
     """The spec of kernel `entry` per mode ([] for unknown names)."""
     return list(_specs().get(entry, []))
+
+
+@functools.cache
+def grouped_spec(rows_per_block: int, fused: bool) -> Any:
+    """The explicit-level grouped GEMM's stage of the reference (`kernel_explicit.py`):
+    rows `a` already in expert order, block b of `rows_per_block` rows belonging to expert
+    `block_expert[b]`; C = A W[e]^T per row (w [E, N, K]), or, `fused`, silu(A W[e, 0]^T) *
+    (A W[e, 1]^T) (w [E, 2, N, K]: gate rows, then up rows). Derived: c[o0, o1] reads
+    `w[@block_expert[o0 // rows_per_block], ..., o1, k]`."""
+    import torch
+    import torch.nn.functional as F
+
+    from argus_core.spec import spec_of_module
+
+    bm = rows_per_block
+
+    class Grouped(torch.nn.Module):
+        def forward(self, a, w, block_expert):
+            e = block_expert.repeat_interleave(bm, dim=0)  # each row's expert
+            xs = a.unsqueeze(-1)
+            if not fused:
+                return torch.matmul(w[e], xs).squeeze(-1)
+            we = w[e]
+            gate = torch.matmul(we[:, 0], xs).squeeze(-1)
+            up = torch.matmul(we[:, 1], xs).squeeze(-1)
+            return F.silu(gate) * up
+
+    nb, e, n, k = 2, 3, 4, 8
+    f32, i64 = torch.float32, torch.int64
+    w_shape = (e, 2, n, k) if fused else (e, n, k)
+    w_dims = _sym("E", "TWO", "N", "K") if fused else _sym("E", "N", "K")
+    return spec_of_module(
+        Grouped,
+        lambda: [
+            torch.empty(nb * bm, k, dtype=f32),
+            torch.empty(*w_shape, dtype=f32),
+            torch.empty(nb, dtype=i64),
+        ],
+        ["a", "w", "block_expert"],
+        ["c"],
+        {"a": _sym("M", "K"), "w": w_dims, "block_expert": _sym("NB")},
+        "moe_grouped",
+    )

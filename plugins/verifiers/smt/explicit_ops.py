@@ -56,6 +56,7 @@ iteration, stage, phase, element, shared address, warp and lane.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,8 +93,13 @@ class _Site:
     op: x.XOp
 
 
-def verify_explicit(kernel: x.ExplicitKernel, consts: dict[str, int] | None = None) -> VerifyReport:
-    """Check every invariant in the module docstring; `verified` when none fails."""
+def verify_explicit(
+    kernel: x.ExplicitKernel,
+    consts: dict[str, int] | None = None,
+    extra: Callable[[_Ctx], None] | None = None,
+) -> VerifyReport:
+    """Check every invariant in the module docstring (and `extra`'s, given the same
+    context); `verified` when none fails."""
     start = time.perf_counter()
     ctx = _Ctx(kernel, {**kernel.consts, **(consts or {})})
     _check_layouts(ctx)
@@ -103,6 +109,8 @@ def verify_explicit(kernel: x.ExplicitKernel, consts: dict[str, int] | None = No
     _check_handshakes(ctx)
     _check_races(ctx)
     _check_lds(ctx)
+    if extra is not None:  # more obligations over the same context (explicit_spec.py)
+        extra(ctx)
     status = "violated" if ctx.found else "verified"
     summary = (
         f"{kernel.name}: {ctx.assertions} thread-level obligations proved"
@@ -977,8 +985,8 @@ def _check_output_tags(ctx: _Ctx, part: x.Partition, mma: x.Wgmma, tags: dict[st
             ctx.report(
                 "output-tag",
                 st,
-                f"the log-sum-exp of the scores of rows {_eval(src, env)}... (A loaded at "
-                f"{where}) is stored at rows {_src(st.row0)} = {_eval(dst, env)}... (e.g. {cex})",
+                f"the log-sum-exp of the scores of rows {_safe_eval(src, env)}... (A loaded at "
+                f"{where}) is stored at rows {_src(st.row0)} = {_safe_eval(dst, env)}... (e.g. {cex})",
                 values=cex,
             )
     stores = [op for op in x.walk(part.body) if isinstance(op, x.TmaStore) and op.src in written]
@@ -994,8 +1002,8 @@ def _check_output_tags(ctx: _Ctx, part: x.Partition, mma: x.Wgmma, tags: dict[st
                 ctx.report(
                     "output-tag",
                     st,
-                    f"the tile stored at {what} {_src(st.coords[axis])} = {_eval(dst, env)} was "
-                    f"computed from the {what}s {_eval(src, env)}... loaded at {where} "
+                    f"the tile stored at {what} {_src(st.coords[axis])} = {_safe_eval(dst, env)} was "
+                    f"computed from the {what}s {_safe_eval(src, env)}... loaded at {where} "
                     f"(e.g. {cex}): producer and consumer disagree on the tile",
                     values=cex,
                 )

@@ -32,7 +32,7 @@ from argus_core.ir.tags import (
     Summand,
     Tag,
 )
-from argus_plugins.verifiers.smt import data_ops, explicit_ops, loop_ops, tag_ops, tile_ops
+from argus_plugins.verifiers.smt import data_ops, explicit_spec, loop_ops, tag_ops, tile_ops
 from argus_plugins.verifiers.smt.interpreter import Rule
 
 TRANSFER: dict[type[Op], Rule] = {
@@ -66,6 +66,6 @@ TRANSFER: dict[type[Op], Rule] = {
 
 # explicit-level kernels (argus_core.ir.explicit) are checked as a whole: ring stage/phase
 # protocol, fragment tags per wgmma, swizzles and shared-memory races (explicit_ops.py)
-EXPLICIT_LEVEL = explicit_ops.verify_explicit
+EXPLICIT_LEVEL = explicit_spec.verify  # explicit_ops.verify_explicit + an attached spec
 
 __all__ = ["EXPLICIT_LEVEL", "TRANSFER"]

@@ -113,4 +113,9 @@ def test_one_stage_ring_needs_the_unpipelined_consumer():
 
 
 def test_verifier_is_registered_in_the_transfer_module():
-    assert EXPLICIT_LEVEL is verify_explicit
+    from argus_plugins.verifiers.smt import explicit_spec
+
+    # the thread-level invariants, plus the reference's spec where one is attached (#19)
+    assert EXPLICIT_LEVEL is explicit_spec.verify
+    k = build()
+    assert EXPLICIT_LEVEL(k).summary == verify_explicit(k).summary

@@ -236,3 +236,19 @@ def test_attention_on_mi300x_is_offered_and_cross_compiles(argus_config):
         stages.family.explicit_kernel(
             Policy({}, {"level": "explicit", "consumers": 2}), "cdna3-gluon", {"D": 128}
         )
+
+
+def test_synthesize_proves_an_explicit_candidate_against_its_reference(argus_config):
+    """Issue #19 at the explicit level, in the stages: with `verifier.options.synthesize`
+    the family's reference spec is attached to the explicit kernel and proved too."""
+    plain = _stages(argus_config, "backend=h200", "evaluate.correctness=off")
+    synth = _stages(
+        argus_config,
+        "backend=h200",
+        "evaluate.correctness=off",
+        "+verifier.options.synthesize=true",
+    )
+    a, _ = plain.evaluate(_cand(plain, GEMM_EXPLICIT), 0, None)
+    b, _ = synth.evaluate(_cand(synth, GEMM_EXPLICIT), 0, None)
+    assert a.verify.status == b.verify.status == "verified", b.verify.summary
+    assert b.verify.assertions > a.verify.assertions  # the reference's reads, proved
