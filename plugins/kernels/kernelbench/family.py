@@ -622,6 +622,157 @@ def emission_spec(gm: Any, emission: match.Emission, entry: str | None = None) -
     return _program_spec(gm, emission, entry or emission.entry)
 
 
+def _copy_spec(gm: Any, binding: dict[str, Any]) -> Any:
+    """The spec of a weight copy (`relayout`): its buffer `y` holds the parameter `w`
+    under the copy's view, element for element (y[i] <- w[i], both through the view: the
+    parameter's own dims and sizes as the graph's spec names them); of its bf16 halves
+    (`relayout_halves`), each of `yh` and `yl` reads w[i] (their values are arithmetic)."""
+    from argus_core.spec import spec_of_graph
+    from argus_core.spec.model import OutputSpec, Read, Spec, out_sym
+    from argus_core.spec.views import spec_over_views
+
+    w = binding["w"]
+    attr, view = str(w["attr"]), w.get("view")
+    ys = {str(binding[y]["name"]): y for y in ("y", "yh", "yl") if y in binding}
+    n_in = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    whole = spec_of_graph(gm, [f"in{i}" for i in range(n_in)])
+    if attr not in whole.params:
+        raise ConfigError(f"the weight copy reads {attr}, which the graph's spec never reads")
+    dims = whole.params[attr]
+    read = Read(attr, tuple(out_sym(d) for d in range(len(dims))))
+    outs = {buf: OutputSpec(buf, dims, [read]) for buf in ys}
+    spec = Spec(outs, {}, params={attr: dims}, sizes=dict(whole.sizes))
+    if view:
+        spec = spec_over_views(spec, {attr: view, **{buf: view for buf in ys}})
+    spec.names = {attr: ("w",), **{buf: (y,) for buf, y in ys.items()}}
+    return spec
+
+
+def _split_spec(
+    gm: Any, emission: match.Emission, templates: list[str], launches: list[Any], at: int
+) -> Any:
+    """The spec of kernel `at` of a split whole-tensor reduction (`match.split_reduction`),
+    whose buffers no graph node is, from the graph's own spec (`out0` reads elements only
+    under reduced variables): the partial sums' kernel writes each of the P partials
+    `t0[s]` from reads of that reduction (which elements a partial takes is the kernel's
+    split; the reads are the reduction's, under its reduced variables); `partials` sums
+    `t0` (and, for a cross entropy's mean, reads the targets it counts) into the output
+    (or, for a norm, into `t1`); `normscale` reads the element itself and `t1[0]`."""
+    from argus_core.ir import Sym
+    from argus_core.spec import spec_of_graph
+    from argus_core.spec.model import Bound, OutputSpec, Read, Spec
+    from argus_core.spec.views import spec_over_views
+
+    n_in = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
+    whole = spec_of_graph(gm, [f"in{i}" for i in range(n_in)])
+    (out,) = whole.outputs.values()
+    extents = emission.binding[match.PROGRAM].get("buffers") or {}
+    binding = launches[at]["binding"]
+    names: dict[str, tuple[str, ...]] = {}
+    views: dict[str, str] = {}
+    for tname, src in binding.items():
+        key = _spec_key(src, {})
+        if key is None:
+            continue
+        names[key] = (*names.get(key, ()), tname)
+        if src.get("view"):
+            views[key] = src["view"]
+    o_syms = {Sym(f"o{d}", "spec") for d in range(8)}
+
+    def whole_reads(elementwise: bool) -> list[Read]:
+        """The reads over reduced variables only, or (`elementwise`) those at the element."""
+        return [r for r in out.reads if bool(_read_syms(r) & o_syms) == elementwise]
+
+    t = templates[at]
+    written = next(k for k, src in binding.items() if src.get("from") in ("buffer", "output")
+                   and k == "y")  # fmt: skip
+    dst = _spec_key(binding[written], {})
+    if t == "partials":
+        p = int(extents["t0"][0])
+        r = Sym("rp", "spec")
+        reads = [Read("t0", (r,))]
+        bounds = {r: Bound(r, "reduce", p, "partials")}
+        counted = {k for k in names if k.startswith("in") and k != "t0"}
+        for rd in out.reads:  # a cross entropy's mean: the targets it counts
+            if rd.tensor in counted:
+                reads.append(rd)
+                bounds |= {b: out.bounds[b] for b in rd.bound_syms(out.bounds)}
+        shape = out.shape if dst == "out0" else (1,)
+        spec = Spec({dst: OutputSpec(dst, shape, reads, bounds)}, dict(whole.dims),
+                    params=dict(whole.params), sizes=dict(whole.sizes))  # fmt: skip
+    elif t == "normscale":
+        reads = [*whole_reads(True), Read("t1", (0,))]
+        spec = Spec({dst: OutputSpec(dst, out.shape, reads, dict(out.bounds))}, dict(whole.dims),
+                    params=dict(whole.params), sizes=dict(whole.sizes))  # fmt: skip
+    else:  # the partial sums: each of them reads the reduction's elements
+        p = int(extents["t0"][0])
+        reads = whole_reads(False) if "normscale" in templates else list(out.reads)
+        spec = Spec({dst: OutputSpec(dst, (p,), reads, dict(out.bounds))}, dict(whole.dims),
+                    params=dict(whole.params), sizes=dict(whole.sizes))  # fmt: skip
+    spec = spec_over_views(spec, views)
+    spec.names = names
+    return spec
+
+
+def _sdpa_wide_spec(gm: Any, binding: dict[str, Any], template: str) -> Any:
+    """The spec of one kernel of a wide head's attention (`lower_more._sdpa_wide`), whose
+    weights buffer `t0` no graph node is (the graph has one scaled_dot_product_attention):
+    `sdpa_scores` writes t0 = softmax(q kᵀ * scale) (the element's own key, and every key
+    of its row for the softmax), `sdpa_pv` writes t0 @ v; each derived from that step as a
+    module, on meta tensors of the graph's shapes."""
+    import torch
+
+    from argus_core.spec import spec_of_module
+
+    shapes = [
+        tuple(
+            int(d) for d in (n.meta.get("val") if "val" in n.meta else n.meta["tensor_meta"]).shape
+        )
+        for n in gm.graph.nodes
+        if n.op == "placeholder"
+    ]
+
+    class Scores(torch.nn.Module):
+        def forward(self, q, k):
+            return torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+
+    class Pv(torch.nn.Module):
+        def forward(self, p, v):
+            return p @ v
+
+    if template == "sdpa_scores":
+        qi, ki = int(binding["q"]["index"]), int(binding["k"]["index"])
+        q, k = shapes[qi], shapes[ki]
+        spec = spec_of_module(
+            Scores,
+            lambda: [torch.empty(*q), torch.empty(*k)],
+            [f"in{qi}", f"in{ki}"],
+            ["t0"],
+            name="sdpa_scores",
+        )
+        spec.names = {f"in{qi}": ("q",), f"in{ki}": ("k",), "t0": ("p",)}
+    else:
+        vi = int(binding["v"]["index"])
+        v = shapes[vi]
+        spec = spec_of_module(
+            Pv,
+            lambda: [torch.empty(*v[:2], 2, v[2]), torch.empty(*v)],  # any S but 1
+            ["t0", f"in{vi}"],
+            ["out0"],
+            name="sdpa_pv",
+        )
+        spec.names = {"t0": ("p",), f"in{vi}": ("v",), "out0": ("o",)}
+    return spec
+
+
+def _read_syms(r: Any) -> set[Any]:
+    out: set[Any] = set()
+    for e in (*r.index, r.guard):
+        if e is not None and not isinstance(e, int):
+            out |= set(e.symbols())
+    return out
+
+
 def _spec_key(src: dict[str, Any], copies: dict[str, dict[str, Any]]) -> str | None:
     """The spec tensor a launch binding's source is: graph input `in<i>`, a parameter by
     its attribute, `out0`, a program's buffer by its name (a weight copy by its
@@ -647,18 +798,23 @@ def _program_spec(gm: Any, emission: match.Emission, entry: str) -> Any:
     if not at:
         raise ConfigError(f"no kernel {entry} in the program ({', '.join(emission.entries)})")
     templates = [t for t, _ in emission.parts]
-    if templates[at[0]].startswith("relayout"):
-        raise ConfigError(f"kernel {entry} copies a weight ({templates[at[0]]}): no graph node's")
-    copies: dict[str, dict[str, Any]] = {}  # weight copy -> the parameter's binding
-    halves: set[str] = set()
+    if templates[at[0]].startswith("relayout"):  # a weight copy (or its bf16 halves)
+        return _copy_spec(gm, launches[at[0]]["binding"])
+    # weight copy -> the parameter's binding; a weight's bf16 halves are each the parameter
+    # (their sum is arithmetic: a kernel reading both reads the parameter, twice)
+    copies: dict[str, dict[str, Any]] = {}
     for t, la in zip(templates, launches, strict=True):
-        if t == "relayout":
-            copies[la["binding"]["y"]["name"]] = la["binding"]["w"]
-        elif t == "relayout_halves":
-            halves |= {la["binding"][y]["name"] for y in ("yh", "yl")}
+        if t.startswith("relayout"):
+            for y in ("y", "yh", "yl"):
+                if y in la["binding"]:
+                    copies[la["binding"][y]["name"]] = la["binding"]["w"]
     computing = [i for i, t in enumerate(templates) if not t.startswith("relayout")]
     j = computing.index(at[0])
     kernels = emission.assembled[0] if emission.assembled else []
+    if not emission.segments and "partials" in templates:  # a split reduction
+        return _split_spec(gm, emission, templates, launches, at[0])
+    if templates == ["sdpa_scores", "sdpa_pv"]:  # a wide head's attention, in two kernels
+        return _sdpa_wide_spec(gm, launches[at[0]]["binding"], templates[at[0]])
     if emission.segments:
         inputs, result = emission.segments[j]
     elif len(computing) == 1 and len(kernels) == 1:  # one kernel and its weight copies
@@ -671,8 +827,6 @@ def _program_spec(gm: Any, emission: match.Emission, entry: str) -> Any:
         )
     seg = kernels[j][0]  # the kernel's emission: its inputs `in<i>` are `inputs`
     binding = launches[at[0]]["binding"]
-    if any(src.get("name") in halves for src in binding.values()):
-        raise ConfigError(f"kernel {entry} reads its weight as bf16 halves: no spec of those")
     given: dict[int, str] = {}
     names: dict[str, tuple[str, ...]] = {}
     views: dict[str, str] = {}
@@ -693,6 +847,12 @@ def _program_spec(gm: Any, emission: match.Emission, entry: str) -> Any:
                                    else None)  # fmt: skip
         if view:
             views[key] = view
+    for tname, src in binding.items():  # a weight read as its bf16 halves: `wh`, `wl`
+        if tname not in seg.binding and src.get("name") in copies:
+            key = str(copies[src["name"]].get("attr"))
+            names[key] = (*(n for n in names.get(key, ()) if n in binding), tname)
+            if copies[src["name"]].get("view"):
+                views[key] = copies[src["name"]]["view"]
     if len(set(given.values())) != len(given):
         raise ConfigError(f"kernel {entry} reads one buffer as two inputs: {given}")
     labels = [given.get(i, f"unread{i}") for i in range(len(inputs))]

@@ -474,18 +474,16 @@ def test_program_kernels_proved_from_their_part_of_the_graph(task, prepack, lm_d
     """Every kernel of a program, hand-written tags deleted, is proved from the spec of
     the part of the graph it computes; with its weights copied contiguous first (the
     family's default, `prepack_weights`) too, the copy read as the parameter under the
-    copy's view; the weight copy itself has no spec (no graph node's)."""
+    copy's view; the weight copy itself from its own spec (the copy is the parameter under
+    that view, element for element: `_copy_spec`)."""
     gm, em = _capture(task, lm_dir)
     if prepack:
         em = prepack_weights(em, task, gm)
     assert em.template == "program" and len(em.entries) >= 2, em.entries
-    proved = 0
+    proved = copies = 0
     for entry, (template, _) in zip(em.entries, em.parts, strict=True):
-        if template.startswith("relayout"):
-            assert prepack
-            with pytest.raises(ConfigError, match="copies a weight"):
-                emission_spec(gm, em, entry)
-            continue
+        copies += template == "relayout"
+        assert prepack or template != "relayout"
         spec = emission_spec(gm, em, entry)
         ir = TileFrontend().parse(em.source, entry, f"<{task}>")
         tiles = {k: v[0] for k, v in em.tiles.items()}
@@ -494,7 +492,7 @@ def test_program_kernels_proved_from_their_part_of_the_graph(task, prepack, lm_d
         assert r.status == "verified", (entry, r.summary)
         assert r.synthesized >= 1, entry
         proved += 1
-    assert proved == len(em.segments) >= 2
+    assert proved == len(em.segments) + copies and len(em.segments) >= 2
 
 
 @pytest.mark.parametrize("bug", list(PROGRAM_BUGS))
@@ -562,9 +560,27 @@ def test_weight_copy_read_as_the_parameter(lm_dir):
         r = check(strip_hand_written(ir), pol, spec, target_spec())
         assert r.status == want, r.summary
     assert r.counterexamples[0]["assertion"] == "synth_dataflow"
+    # read as bf16 halves (`relayout_halves` first): both halves are the parameter, each
+    # read at the weight's index; the halves kernel writes each from it, element for element
     halves = prepack_weights(em, task, gm, halves=True)
-    with pytest.raises(ConfigError, match="bf16 halves"):
-        emission_spec(gm, halves)
+    assert [t for t, _ in halves.parts] == ["relayout_halves", "conv"]
+    tiles = {k: v[0] for k, v in halves.tiles.items()}
+    copy, conv = halves.entries
+    bugs = {
+        copy: ("yl[pz // 1, pz % 1].tile(k0_BK", "yl[0, pz % 1].tile(k0_BK"),  # tap 0's place
+        conv: ("bl = al.load(wl[kk,", "bl = al.load(wl[0,"),  # the low half of tap 0 only
+    }
+    for entry in halves.entries:
+        spec = emission_spec(gm, halves, entry)
+        assert halves.source.count(bugs[entry][0]) == 1, bugs[entry]
+        for code, want in (
+            (halves.source, "verified"),
+            (halves.source.replace(*bugs[entry]), "violated"),
+        ):
+            ir = TileFrontend().parse(code, entry, f"<{task}>")
+            pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
+            r = check(strip_hand_written(ir), pol, spec, target_spec())
+            assert r.status == want, (entry, r.summary)
 
 
 def test_grouped_transposed_conv_weight_copy_read_as_the_parameter(lm_dir):
@@ -591,26 +607,62 @@ def test_grouped_transposed_conv_weight_copy_read_as_the_parameter(lm_dir):
     assert plain.status == "verified", plain.summary
 
 
-def test_program_whose_buffers_no_graph_node_is_says_why(lm_dir):
-    """A split reduction (`match.split_reduction`: partial sums, then their sum) is a
-    program with no segments: neither kernel's part of the graph can be cut."""
-    gm, em = _capture("fullreduce", lm_dir)
-    split = split_reduction(em, "fullreduce")
-    assert len(split.entries) == 2 and not split.segments
+SPLIT_BUGS = {  # (case, kernel, (text, replacement)): each a data-flow bug in one kernel
+    "partial-sums-read-x0-twice": ("fullreduce", "kb_k0", ("al.load(x1.", "al.load(x0.")),
+    "normscale-reads-column-0": ("lm:frobenius", "kb_k2", ("x.tile(k2_BR, k2_BC)[pr, pc]", "x.tile(k2_BR, k2_BC)[pr, 0]")),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ["fullreduce", "lossreduce", "lm:cross_entropy", "lm:frobenius"])
+def test_split_reduction_kernels_proved_from_the_reduction(case, lm_dir):
+    """A split reduction (`match.split_reduction`: partial sums, then their sum; a norm's
+    division by it last), whose buffers no graph node is: each kernel, hand-written tags
+    deleted, is proved from a spec cut from the graph's own (`_split_spec`): a partial
+    reads the reduction's elements under its reduced variables, their sum reads the
+    partials (and a cross entropy's targets it counts), the division reads the element
+    and the norm."""
+    gm, em = _capture(case, lm_dir)
+    split = split_reduction(em, case)
+    assert len(split.entries) >= 2 and not split.segments
+    tiles = {k: v[0] for k, v in split.tiles.items()}
     for entry in split.entries:
-        with pytest.raises(ConfigError, match="a program of 2 kernels whose buffers"):
-            emission_spec(gm, split, entry)
+        spec = emission_spec(gm, split, entry)
+        ir = TileFrontend().parse(split.source, entry, f"<{case}>")
+        pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
+        r = check(strip_hand_written(ir), pol, spec, target_spec())
+        assert r.status == "verified", (entry, r.summary)
+        assert r.synthesized >= 1, entry
+    specs = {e: emission_spec(gm, split, e) for e in split.entries}
+    assert {
+        r.tensor
+        for r in specs[split.entries[1]].outputs[next(iter(specs[split.entries[1]].outputs))].reads
+    } >= {"t0"}
+
+
+@pytest.mark.parametrize("bug", list(SPLIT_BUGS))
+def test_split_reduction_bug_caught_by_a_synthesized_invariant(bug, lm_dir):
+    case, entry, (old, new) = SPLIT_BUGS[bug]
+    gm, em = _capture(case, lm_dir)
+    split = split_reduction(em, case)
+    assert split.source.count(old) == 1, old
+    spec = emission_spec(gm, split, entry)
+    ir = TileFrontend().parse(split.source.replace(old, new), entry, f"<{case}>")
+    tiles = {k: v[0] for k, v in split.tiles.items()}
+    pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
+    r = check(strip_hand_written(ir), pol, spec, target_spec())
+    assert r.status == "violated", r.summary
+    assert r.counterexamples[0]["assertion"] == "synth_dataflow"
 
 
 def test_program_reference_specs_per_entry(lm_dir):
-    """The family gives each computing kernel of its (prepacked) program its spec, none
-    to a weight copy."""
+    """The family gives each kernel of its (prepacked) program its spec, the weight copy
+    too."""
     task = "level2/12_conv_maxpool"
     gm, em = _capture(task, lm_dir)
     fam = KernelBenchFamily()
     fam._gm, fam.emission = gm, prepack_weights(em, task, gm)
     got = {e: len(fam.reference_specs(e)) for e in fam.emission.entries}
-    assert got == {"kb_k0": 0, "kb_k1": 1, "kb_k2": 1}, got
+    assert got == {"kb_k0": 1, "kb_k1": 1, "kb_k2": 1}, got  # kb_k0: the weight copy
     assert fam.reference_specs("kb_k9") == []
 
 
@@ -619,18 +671,18 @@ def test_every_lowering_is_covered_or_says_why():
     covered = {c for c in CASES if not c.startswith("lm:")} | {
         t for c, (t, _) in CASES.items() if c.startswith("lm:")
     }
+    covered |= {"relayout", "relayout_halves"}  # test_weight_copy_*
     named = {c[3:] for c in [*CASES, *NOT_DERIVED] if c.startswith("lm:")}
     assert set(LOWER_MORE) <= named, sorted(set(LOWER_MORE) - named)
     templates = {p.name.removesuffix(".py.tmpl") for p in TEMPLATES.glob("*.py.tmpl")}
     # conv, pool, dwconv, midreduce, chanprog etc. here (a transposed conv in NOT_DERIVED);
-    # partials and normscale: the last kernels of a split reduction, a program's
-    # (match.split_reduction), whose partial sums no graph node is
-    # relayout, relayout_halves: a conv's weight copied contiguous, or split into bf16 halves
-    # (match.prepack_weights), no graph node's;
-    # sdpa_scores / sdpa_pv: a wide-head attention's program, whose weights buffer P no graph
-    # node is (the graph has one scaled_dot_product_attention)
-    without = {"partials", "normscale", "relayout", "relayout_halves", "sdpa_scores",
-               "sdpa_pv"}  # fmt: skip
+    # (partials and normscale: the last kernels of a split reduction: `_split_spec`)
+    # (relayout, relayout_halves: a conv's weight copied, or split into bf16 halves, by
+    # match.prepack_weights: `_copy_spec`, test_weight_copy_*)
+    # (sdpa_scores / sdpa_pv: a wide-head attention's program: `_sdpa_wide_spec`)
+    covered |= {"partials", "normscale"}  # test_split_reduction_*
+    covered |= {"sdpa_scores", "sdpa_pv"}  # test_wide_head_attention_*
+    without: set[str] = set()
     assert templates - covered == without, sorted(templates - covered)
 
 
@@ -647,3 +699,64 @@ def test_strength_report_names_the_norms_scalar_channel_reads(lm_dir):
     bare = strength_report(ir, None)
     reads = {r["tensor"]: r["dims"] for r in bare["outputs"]["y"]["reads"]}
     assert [d["pinned_by"] for d in reads["w"]] == [["correctness check"]]
+
+
+@pytest.mark.parametrize(
+    "task, bug",
+    [
+        ("level1/17_conv2d_strided_padded_dilated", ("w[pz // 1, pz % 1]", "w[0, pz % 1]")),
+        ("level1/18_conv_transpose2d_grouped", ("w[pz // 2, pz % 2]", "w[pz // 2, 0]")),
+    ],
+)
+def test_weight_copy_is_proved_from_its_own_spec(task, bug, lm_dir):
+    """The weight copy (`relayout`) before a conv, hand-written tags deleted: its buffer is
+    the parameter under the copy's view element for element, proved; a copy that reads
+    tap 0 (or group 0) for every program is a synthesized counterexample."""
+    gm, em = _capture(task, lm_dir)
+    pre = prepack_weights(em, task, gm)
+    entry = pre.entries[0]
+    spec = emission_spec(gm, pre, entry)
+    (out,) = spec.outputs
+    assert spec.names[out] == ("y",) and out.startswith("w")
+    (param,) = [t for t in spec.names if t != out]
+    assert spec.views[param] == spec.views[out] and spec.views[out].startswith("w_conv")
+    tiles = {k: v[0] for k, v in pre.tiles.items()}
+    assert bug[0] in pre.source
+    for src, want in ((pre.source, "verified"), (pre.source.replace(*bug), "violated")):
+        ir = TileFrontend().parse(src, entry, f"<{task}>")
+        pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
+        r = check(strip_hand_written(ir), pol, spec, target_spec())
+        assert r.status == want, r.summary
+    assert r.counterexamples[0]["assertion"] == "synth_dataflow"
+
+
+class WideSdpa(torch.nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+@pytest.mark.parametrize(
+    "entry, bug",
+    [
+        ("kb_k0", ("k[b, h].tile(k0_BT", "k[b, 0].tile(k0_BT")),  # head 0's keys
+        ("kb_k1", ("v[b, h].tile(k1_BK", "v[b, 0].tile(k1_BK")),  # head 0's values
+    ],
+)
+def test_wide_head_attention_kernels_proved_and_bug_caught(entry, bug):
+    """A head dim past one tile's (`lower_more._sdpa_wide`): `sdpa_scores` writes the
+    weights P to a buffer no graph node is, `sdpa_pv` multiplies them by V. Each kernel is
+    proved from its step's spec (`_sdpa_wide_spec`: softmax(q kᵀ), then P @ v, derived as
+    modules); a kernel reading head 0's keys or values is a synthesized counterexample."""
+    shapes = [(2, 2, 16, 512), (2, 2, 24, 512), (2, 2, 24, 512)]
+    gm, _ = capture(WideSdpa, lambda: [torch.randn(*s) for s in shapes], "wide")
+    em = match(gm, "wide")
+    assert [t for t, _ in em.parts] == ["sdpa_scores", "sdpa_pv"]
+    spec = emission_spec(gm, em, entry)
+    assert em.source.count(bug[0]) == 1, bug
+    tiles = {k: v[0] for k, v in em.tiles.items()}
+    for src, want in ((em.source, "verified"), (em.source.replace(*bug), "violated")):
+        ir = TileFrontend().parse(src, entry, "<wide>")
+        pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
+        r = check(strip_hand_written(ir), pol, spec, target_spec())
+        assert r.status == want, r.summary
+    assert r.counterexamples[0]["assertion"] == "synth_dataflow"
