@@ -429,6 +429,9 @@ MOE_CASES = [
 MOE_DECODE_CONFIGS = [
     (4, 1, dict(BM=64, BN=128, BK=64, STAGES=6, GROUP=8)),
     (4, 1, dict(BM=64, BN=64, BK=64, STAGES=10, GROUP=8)),
+    (4, 1, dict(BM=64, BN=128, BK=128, STAGES=4, GROUP=8)),
+    # (s5 needed 237772 bytes of shared memory on the H200, over its 232448: s4 not yet run)
+    (4, 1, dict(BM=64, BN=256, BK=64, STAGES=4, GROUP=8)),
 ]
 DECODE_BW_TARGET = 0.85
 # (num_warps, wgmmas in flight, constexprs)
@@ -456,7 +459,7 @@ def _moe_cfg(warps: int, fly: int, spec: dict[str, int]) -> str:
     return _cfg(warps, fly, consts) + (" silu" if spec.get("silu") else "")
 
 
-def run_moe(quick: bool) -> list[dict[str, Any]]:
+def run_moe(quick: bool, only: str = "") -> list[dict[str, Any]]:
     """The MoE layer with the explicit grouped GEMM (`kernel_explicit.launcher`, the one
     the pipeline's GPU check uses), checked against the family's reference by `measure`
     (a wrong kernel is not timed) and timed next to the family's baselines."""
@@ -471,7 +474,8 @@ def run_moe(quick: bool) -> list[dict[str, Any]]:
     l2 = int(torch.cuda.get_device_properties(0).L2_cache_size)
     rows = []
     copy_tbps = _copy_tbps()
-    for name, preset in MOE_CASES[:1] if quick else MOE_CASES:
+    cases = [c for c in MOE_CASES if only in c[0]]
+    for name, preset in cases[:1] if quick else cases:
         decode = "decode" in preset
         configs = MOE_DECODE_CONFIGS if decode else MOE_CONFIGS
         shape = dict(PRESETS[preset])
@@ -486,7 +490,11 @@ def run_moe(quick: bool) -> list[dict[str, Any]]:
                     warmup_ms=10 if quick else 25, rep_ms=40 if quick else 100, prepared=prep,
                 )  # fmt: skip
                 row["configs"][cfg] = res
-                print(f"{name} {cfg}: {res.get('ms')} ms {res.get('check')}", flush=True)
+                print(
+                    f"{name} {cfg}: {res.get('ms')} ms {res.get('check')} graph replay "
+                    f"{res.get('graph_replay')}",
+                    flush=True,
+                )
             except Exception as exc:
                 row["configs"][cfg] = {"ms": None, "error": traceback.format_exc()[-1500:]}
                 print(f"{name} {cfg}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -650,6 +658,9 @@ def main() -> int:
     ap.add_argument("--families", default="gemm,attention,moe", help="comma-separated subset")
     ap.add_argument("--out", default=None)
     ap.add_argument(
+        "--moe-cases", default="", help="only the MoE cases whose name contains this (decode)"
+    )
+    ap.add_argument(
         "--consumers",
         default="1,2,2o,2p,2op",
         help="attention configs to run, by consumer form (comma-separated subset of 1,2,2o,2p,2op)",
@@ -710,7 +721,7 @@ def main() -> int:
     a_ratios = [r["ratio"] for r in attn if r.get("ratio")]
     a_geo = math.exp(sum(map(math.log, a_ratios)) / len(a_ratios)) if a_ratios else None
     rows += attn
-    moe = run_moe(args.quick) if "moe" in families else []
+    moe = run_moe(args.quick, args.moe_cases) if "moe" in families else []
     rows += moe
     result = {
         "device": torch.cuda.get_device_name(0),

@@ -2,7 +2,7 @@
 right on its first call and wrong or lazy later fails), and a time faster than the device's
 roofline is held back by the pipeline as `suspicious`, not counted as a win.
 
-`measure` is run here on the CPU with the GPU timer (`bench`) replaced by a plain loop of
+`measure` is run here on the CPU with the GPU timer (`bench_how`) replaced by a plain loop of
 calls: what is tested is what happens to the outputs around the timed calls."""
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ SHAPE = {"M": 32, "N": 48, "K": 16}
 
 @pytest.fixture
 def cpu_bench(monkeypatch):
-    def loop(fn, warmup_ms, rep_ms):
+    def loop(fn, warmup_ms, rep_ms, graph_below_ms=timing.SHORT_MS):
         for _ in range(7):
             fn()
-        return 0.5
+        return 0.5, False  # (median ms, a graph replay's)
 
-    monkeypatch.setattr(timing, "bench", loop)
+    monkeypatch.setattr(timing, "bench_how", loop)
 
 
 def measure(run_on):
@@ -131,3 +131,32 @@ def test_the_pipeline_holds_back_a_win_faster_than_the_roofline(ms, held):
         assert not res.ok
     else:
         assert res.failure is None and res.timing.speedup == pytest.approx(0.2 / ms)
+
+
+def test_a_family_sets_the_graph_replay_threshold_and_the_result_says_how_it_was_timed(
+    monkeypatch,
+):
+    """`graph_replay_below_ms` (MoE: a layer of ~20 launches) reaches the timer (for the
+    kernel here; the baselines get the same); the result says which figures are graph
+    replays."""
+    from argus_plugins.kernels.moe.family import MoEFamily
+
+    seen = []
+
+    def timer(fn, warmup_ms, rep_ms, graph_below_ms=timing.SHORT_MS):
+        fn()
+        seen.append(graph_below_ms)
+        return 0.5, graph_below_ms > timing.SHORT_MS
+
+    monkeypatch.setattr(timing, "bench_how", timer)
+    fam = MoEFamily()
+    assert fam.graph_replay_below_ms > timing.SHORT_MS
+    shape = {"T": 4, "E": 4, "TOPK": 2, "H": 32, "I": 64, "RENORM": 1}
+
+    def layer(inputs):  # the reference itself stands in for the kernel
+        inputs["out"].copy_(fam.reference(inputs)["out"])
+
+    res = timing.measure(fam, layer, shape, "bf16", 0, 0, with_baselines=False, device="cpu")
+    assert res["check"]["ok"], res["check"]
+    assert res["graph_replay"]["kernel"] is True
+    assert seen and set(seen) == {fam.graph_replay_below_ms}

@@ -2,7 +2,7 @@
 policy timed at that case (what makes recording a policy space cheap), without letting one
 kernel's writes into its inputs fail the kernels after it.
 
-Run on the CPU with the GPU timer (`bench`) replaced by a plain loop of calls, as in
+Run on the CPU with the GPU timer (`bench_how`) replaced by a plain loop of calls, as in
 test_timing_integrity.py."""
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ class Counting:
 
 @pytest.fixture
 def cpu_bench(monkeypatch):
-    def loop(fn, warmup_ms, rep_ms):
+    def loop(fn, warmup_ms, rep_ms, graph_below_ms=timing.SHORT_MS):
         for _ in range(5):
             fn()
-        return 0.5
+        return 0.5, False  # (median ms, a graph replay's)
 
-    monkeypatch.setattr(timing, "bench", loop)
+    monkeypatch.setattr(timing, "bench_how", loop)
 
 
 def matmul(inputs):
