@@ -89,12 +89,29 @@ def _kernel(num_warps: int, in_flight: int = 1):
 
 
 def _verify(kernel, consts) -> str:
+    """The thread-level invariants and, where the family binds its reference spec to the
+    kernel (issue #19), the spec's obligations too ("N+M spec": M from the reference)."""
     try:
         from argus_plugins.verifiers.smt.explicit_ops import verify_explicit
+        from argus_plugins.verifiers.smt.explicit_spec import verify as verify_with_spec
     except ImportError as exc:  # the GPU image may lack z3
         return f"skipped ({exc.name} missing)"
     rep = verify_explicit(kernel, consts)
-    return f"{rep.status} ({rep.assertions} obligations, {rep.seconds:.2f}s)"
+    spec = None
+    try:
+        from argus_core.plugin_manager import Registry, default_plugin_manager
+        from argus_core.spec.explicit import attach
+
+        fam = Registry(default_plugin_manager()).get("kernel", kernel.family)
+        spec = fam.explicit_spec(kernel, {**kernel.consts, **consts})
+    except Exception as exc:  # no spec (a plugin or torch missing): the invariants alone
+        return f"{rep.status} ({rep.assertions} obligations, {rep.seconds:.2f}s; no spec: {exc})"
+    if spec is None:
+        return f"{rep.status} ({rep.assertions} obligations, {rep.seconds:.2f}s)"
+    both = verify_with_spec(attach(kernel, spec), consts)
+    extra = both.assertions - rep.assertions
+    status = rep.status if both.status == "verified" else both.status
+    return f"{status} ({rep.assertions}+{extra} spec, {both.seconds:.2f}s)"
 
 
 def _static_row(config: str, kernel, consts: dict[str, int], rep) -> dict[str, Any]:
