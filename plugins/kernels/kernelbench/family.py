@@ -607,15 +607,7 @@ def emission_spec(gm: Any, emission: match.Emission, entry: str | None = None) -
 
     n_in = sum(1 for n in gm.graph.nodes if n.op == "placeholder")
     if not emission.entries:
-        names: dict[str, tuple[str, ...]] = {}
-        views: dict[str, str] = {}
-        for kname, src in emission.binding.items():
-            key = _spec_key(src, {})
-            if key is None:
-                continue
-            names[key] = (*names.get(key, ()), kname)
-            if src.get("view"):
-                views[key] = src["view"]
+        names, views = _names_and_views(emission.binding)
         spec = spec_over_views(spec_of_graph(gm, [f"in{i}" for i in range(n_in)]), views)
         spec.names = names
         return spec
@@ -668,15 +660,7 @@ def _split_spec(
     (out,) = whole.outputs.values()
     extents = emission.binding[match.PROGRAM].get("buffers") or {}
     binding = launches[at]["binding"]
-    names: dict[str, tuple[str, ...]] = {}
-    views: dict[str, str] = {}
-    for tname, src in binding.items():
-        key = _spec_key(src, {})
-        if key is None:
-            continue
-        names[key] = (*names.get(key, ()), tname)
-        if src.get("view"):
-            views[key] = src["view"]
+    names, views = _names_and_views(binding)
     o_syms = {Sym(f"o{d}", "spec") for d in range(8)}
 
     def whole_reads(elementwise: bool) -> list[Read]:
@@ -771,6 +755,23 @@ def _read_syms(r: Any) -> set[Any]:
         if e is not None and not isinstance(e, int):
             out |= set(e.symbols())
     return out
+
+
+def _names_and_views(
+    binding: dict[str, Any],
+) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    """Each spec tensor a launch binding reads or writes: the kernel tensors bound to it,
+    and the view it is launched through."""
+    names: dict[str, tuple[str, ...]] = {}
+    views: dict[str, str] = {}
+    for kname, src in binding.items():
+        key = _spec_key(src, {})
+        if key is None:
+            continue
+        names[key] = (*names.get(key, ()), kname)
+        if src.get("view"):
+            views[key] = src["view"]
+    return names, views
 
 
 def _spec_key(src: dict[str, Any], copies: dict[str, dict[str, Any]]) -> str | None:
