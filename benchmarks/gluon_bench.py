@@ -39,6 +39,7 @@ Run on the lent GPU as `bash benchmarks/on_device.sh python benchmarks/gluon_ben
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -88,6 +89,14 @@ def _kernel(num_warps: int, in_flight: int = 1):
     return build(num_warps, in_flight)
 
 
+@functools.cache
+def _family(name: str) -> Any:
+    """Kernel family `name` from the plugins (discovered once a process)."""
+    from argus_core.plugin_manager import Registry, default_plugin_manager
+
+    return Registry(default_plugin_manager()).get("kernel", name)
+
+
 def _verify(kernel, consts) -> str:
     """The thread-level invariants and, where the family binds its reference spec to the
     kernel (issue #19), the spec's obligations too ("N+M spec": M from the reference)."""
@@ -97,13 +106,10 @@ def _verify(kernel, consts) -> str:
     except ImportError as exc:  # the GPU image may lack z3
         return f"skipped ({exc.name} missing)"
     rep = verify_explicit(kernel, consts)
-    spec = None
     try:
-        from argus_core.plugin_manager import Registry, default_plugin_manager
         from argus_core.spec.explicit import attach
 
-        fam = Registry(default_plugin_manager()).get("kernel", kernel.family)
-        spec = fam.explicit_spec(kernel, {**kernel.consts, **consts})
+        spec = _family(kernel.family).explicit_spec(kernel, {**kernel.consts, **consts})
     except Exception as exc:  # no spec (a plugin or torch missing): the invariants alone
         return f"{rep.status} ({rep.assertions} obligations, {rep.seconds:.2f}s; no spec: {exc})"
     if spec is None:

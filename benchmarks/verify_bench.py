@@ -327,6 +327,7 @@ def explicit_rows(repeat: int) -> list[dict]:
     from argus_plugins.verifiers.smt.explicit_ops import verify_explicit
     from argus_plugins.verifiers.smt.explicit_spec import verify as verify_with_spec
 
+    registry = Registry(default_plugin_manager())
     out = []
     for family, target, knobs, extra in EXPLICIT:
         if family == "attention":
@@ -348,7 +349,7 @@ def explicit_rows(repeat: int) -> list[dict]:
             cpu.append(time.process_time() - c0)
         # issue #19: the family's reference spec bound to the kernel (synthesis) and proved
         # with everything else (`explicit_spec.verify`)
-        fam = Registry(default_plugin_manager()).get("kernel", family)
+        fam = registry.get("kernel", family)
         synth, both, srep = [], [], None
         for _ in range(repeat):
             c0 = time.process_time()

@@ -14,7 +14,7 @@ that every input element its MMAs read is one the spec says it depends on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from argus_core.ir.expr import Expr, IntLike
@@ -34,10 +34,6 @@ class ExplicitSpec:
     views: dict[str, str]
     assume: tuple[Expr, ...] = ()
     source: str = ""
-    tensors: dict[str, str] = field(default_factory=dict)  # kernel tensor -> spec tensor
-
-    def text(self) -> str:
-        return self.spec.text()
 
 
 def attach(kernel: Any, spec: ExplicitSpec | None) -> Any:

@@ -668,9 +668,7 @@ def _split_spec(
         return [r for r in out.reads if bool(_read_syms(r) & o_syms) == elementwise]
 
     t = templates[at]
-    written = next(k for k, src in binding.items() if src.get("from") in ("buffer", "output")
-                   and k == "y")  # fmt: skip
-    dst = _spec_key(binding[written], {})
+    dst = _spec_key(binding["y"], {})  # every kernel of a split writes `y`
     if t == "partials":
         p = int(extents["t0"][0])
         r = Sym("rp", "spec")

@@ -58,7 +58,6 @@ from argus_plugins.verifiers.smt import explicit_ops as ops
 
 U, V, T, T2 = (Sym(n, "local", 0) for n in ("u", "v", "t", "t2"))
 TIMEOUT_MS = 4000
-_DEBUG = False
 
 
 @dataclass
@@ -136,7 +135,7 @@ def _stores(ctx, k, part, op, lets):
                 continue
             sm = _last(part, lambda o: isinstance(o, x.OnlineSoftmax) and o.s_acc == op.s_acc)
             if sm is not None:
-                chain.masks += _softmax_masks(ctx, part, sm, U, V, lets)
+                chain.masks += _softmax_masks(sm, U, V, lets)
             chain.extents |= _acc_extents(ctx, op.s_acc)
             yield tensor, (row + U,), chain
 
@@ -184,7 +183,7 @@ def _last(part: x.Partition, pred) -> Any:
 # ------------------------------------------------------------------ chains of reads
 
 
-def _source(ctx, name: str, stage_given: bool) -> tuple[Any, dict] | None:
+def _source(ctx, name: str) -> tuple[Any, dict] | None:
     """The load that fills buffer/registers `name` (TMA, or a LoadTile behind a
     StoreRegs), with the lets of its partition."""
     k = ctx.kernel
@@ -196,49 +195,37 @@ def _source(ctx, name: str, stage_given: bool) -> tuple[Any, dict] | None:
                 return o, lets
             if isinstance(o, x.StoreRegs) and o.dst == name and o.src in loads:
                 return loads[o.src], lets
-        if not stage_given and name in loads:
-            return loads[name], lets
     return None
 
 
-def _block_read(ctx, name: str, stage_given: bool, row_off, col_off, mma) -> _Read | None:
-    got = _source(ctx, name, stage_given)
-    if got is None:
-        return None
+def _block_read(ctx, got: tuple[Any, dict], row_off, col_off, mma) -> _Read:
+    """The read of element (row_off, col_off) of the block load `got` (`_source`) makes."""
     ld, lets = got
     tensor = _tensor_of(ctx.kernel, ld.desc if isinstance(ld, x.TmaLoad) else ld.ptr)
     r, c = (ops._expand(e, lets) for e in ld.coords)
     return _Read(tensor, (r + row_off, c + col_off), ld.point, mma.point)
 
 
-def _k_extent(ctx, mma) -> int | None:
+def _k_extent(ctx, ld: Any, mma) -> int:
+    """The reduction extent of `mma`, from its B block's load `ld`."""
     k = ctx.kernel
-    got = _source(ctx, mma.b, True)
-    if got is None:
-        return None
-    ld = got[0]
     block = k.desc(ld.desc).block if isinstance(ld, x.TmaLoad) else ld.block
     return k.const(block[1 if mma.b_trans else 0], ctx.consts)
 
 
 def _chain(ctx, part, mma, row, col, red, depth: int) -> _Chain | None:
     """The reads of element (row, col) of `mma`'s product at reduction position `red`."""
-    ext = _k_extent(ctx, mma)
-    if ext is None or depth > 1:
+    got_b = _source(ctx, mma.b)
+    if got_b is None or depth > 1:
         return None
-    reads: list[_Read] = []
-    masks: list[Expr] = []
-    extents = {red.name: ext}
-    b = _block_read(ctx, mma.b, True, *((col, red) if mma.b_trans else (red, col)), mma=mma)
-    if b is None:
-        return None
-    reads.append(b)
+    extents = {red.name: _k_extent(ctx, got_b[0], mma)}
+    reads = [_block_read(ctx, got_b, *((col, red) if mma.b_trans else (red, col)), mma=mma)]
     if mma.a_stage is not None:
-        a = _block_read(ctx, mma.a, True, row, red, mma)
-        if a is None:
+        got_a = _source(ctx, mma.a)
+        if got_a is None:
             return None
-        reads.append(a)
-        return _Chain(reads, masks, extents)
+        reads.append(_block_read(ctx, got_a, row, red, mma))
+        return _Chain(reads, [], extents)
     # a register A: P of a softmax over a score MMA (P[row, red] = f(S[row, red]))
     carried = ops._carried(part, mma) if isinstance(mma, x.Wgmma) else None
     if carried is None:
@@ -263,7 +250,7 @@ def _chain(ctx, part, mma, row, col, red, depth: int) -> _Chain | None:
     if inner is None:
         return None
     lets = ops._lets(ctx, part)
-    masks = _softmax_masks(ctx, part, sm, row, red, lets)
+    masks = _softmax_masks(sm, row, red, lets)
     if back:
         inner.reads = [
             _Read(r.tensor, tuple(ops._subs_once(i, back) if i is not None else None
@@ -274,7 +261,7 @@ def _chain(ctx, part, mma, row, col, red, depth: int) -> _Chain | None:
     return _Chain(reads + inner.reads, masks + inner.masks, {**extents, **inner.extents})
 
 
-def _softmax_masks(ctx, part, sm: x.OnlineSoftmax, row, col, lets) -> list[Expr]:
+def _softmax_masks(sm: x.OnlineSoftmax, row, col, lets) -> list[Expr]:
     """Where P[row, col] is not masked to zero: key `col0 + col` below `kv_len` and, causal,
     at or before the query row `row0 + row`."""
     key = ops._expand(sm.col0, lets) + col
@@ -300,7 +287,7 @@ def _tables(ctx, k: x.ExplicitKernel) -> dict[str, tuple[str, IntLike]]:
 
 def _check_store(ctx, es: ExplicitSpec, tables, store, out: str, coords, chain: _Chain) -> None:
     spec = es.spec
-    out_spec = es.spec.outputs.get(es.tensors.get(out, out))
+    out_spec = es.spec.outputs.get(out)
     if out_spec is None:
         return  # an output the reference does not describe (none shipped)
     facts: list[Any] = list(es.assume)
@@ -320,7 +307,7 @@ def _check_store(ctx, es: ExplicitSpec, tables, store, out: str, coords, chain: 
     for c, n in zip(coords, [bind(d) for d in out_spec.shape]):
         premise += [_ge0(c), _lt(c, n)]
     for r in chain.reads:
-        name = es.tensors.get(r.tensor, r.tensor)
+        name = r.tensor
         index = tuple(norm.simplify(i) for i in r.index)
         want = [rd for rd in out_spec.reads if rd.tensor == name]
         bounds = []
@@ -485,8 +472,6 @@ def _query(ctx, facts: list[Any], goal: Any, chain: _Chain, tables):
         solver.add(_z3(p, env))
     solver.add(_z3(goal, env))
     got = solver.check()
-    if _DEBUG:
-        print("query", got)
     if got == z3.unknown:
         return {"unknown": 1}, {}
     if got != z3.sat:
@@ -607,7 +592,7 @@ class _Norm:
 
     def divide(self, a: Poly, d: Poly, op: str) -> Poly:
         if len(d) != 1 or next(iter(d.values())) <= 0:
-            return {self.atom(_binop(op, self.expr(a), self.expr(d))): 1}
+            return {self.atom(binop(op, self.expr(a), self.expr(d))): 1}
         ((mono, coef),) = d.items()
         factors: list[Any] = ([coef] if coef != 1 else []) + list(mono)
         if op == "%":
@@ -627,7 +612,7 @@ class _Norm:
                 top: IntLike = 1
                 for f in factors:
                     top = top * (f if isinstance(f, int) else self.atoms[f])
-                return {self.atom(_binop("//", self.expr(a), top)): 1}
+                return {self.atom(binop("//", self.expr(a), top)): 1}
         return a
 
     def _split(self, a: Poly, f: Any) -> tuple[Poly, Poly]:
@@ -659,11 +644,7 @@ class _Norm:
         if self._in_range(rest, f):
             return rest
         top = f if isinstance(f, int) else self.atoms[f]
-        return {self.atom(_binop("%", self.expr(rest), top)): 1}
-
-
-def _binop(op: str, a: IntLike, b: IntLike) -> IntLike:
-    return binop(op, a, b)
+        return {self.atom(binop("%", self.expr(rest), top)): 1}
 
 
 def _add(a: Poly, b: Poly) -> Poly:
@@ -692,11 +673,7 @@ def _is_pred(e: Any) -> bool:
 
 def _rebuild_pred(e: Any, f) -> Any:
     if isinstance(e, Cmp):
-        return Cmp(e.op, as_expr_(f(e.a)), as_expr_(f(e.b)))
+        return Cmp(e.op, as_expr(f(e.a)), as_expr(f(e.b)))
     if isinstance(e, BoolOp):
         return BoolOp(e.op, tuple(_rebuild_pred(a, f) if _is_pred(a) else a for a in e.args))
     return e
-
-
-def as_expr_(e: IntLike) -> Any:
-    return as_expr(e)

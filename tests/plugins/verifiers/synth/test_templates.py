@@ -231,6 +231,14 @@ def _capture(case: str, lm: Path):
     return gm, match(gm, task)
 
 
+def _synth_check(src: str, entry: str, tiles: dict[str, int], spec, label: str):
+    """`check` of kernel `entry` of `src` (hand-written tags deleted) against `spec`, at the
+    emission's first tile values and 4 warps."""
+    ir = TileFrontend().parse(src, entry, label)
+    pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
+    return check(strip_hand_written(ir), pol, spec, target_spec())
+
+
 def _emission(case: str, lm: Path):
     gm, em = _capture(case, lm)
     want = CASES[case][0] if case.startswith("lm:") else case
@@ -577,9 +585,7 @@ def test_weight_copy_read_as_the_parameter(lm_dir):
             (halves.source, "verified"),
             (halves.source.replace(*bugs[entry]), "violated"),
         ):
-            ir = TileFrontend().parse(code, entry, f"<{task}>")
-            pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
-            r = check(strip_hand_written(ir), pol, spec, target_spec())
+            r = _synth_check(code, entry, tiles, spec, f"<{task}>")
             assert r.status == want, (entry, r.summary)
 
 
@@ -627,16 +633,12 @@ def test_split_reduction_kernels_proved_from_the_reduction(case, lm_dir):
     tiles = {k: v[0] for k, v in split.tiles.items()}
     for entry in split.entries:
         spec = emission_spec(gm, split, entry)
-        ir = TileFrontend().parse(split.source, entry, f"<{case}>")
-        pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
-        r = check(strip_hand_written(ir), pol, spec, target_spec())
+        r = _synth_check(split.source, entry, tiles, spec, f"<{case}>")
         assert r.status == "verified", (entry, r.summary)
         assert r.synthesized >= 1, entry
     specs = {e: emission_spec(gm, split, e) for e in split.entries}
-    assert {
-        r.tensor
-        for r in specs[split.entries[1]].outputs[next(iter(specs[split.entries[1]].outputs))].reads
-    } >= {"t0"}
+    (last,) = specs[split.entries[1]].outputs.values()  # the sum of the partials
+    assert {r.tensor for r in last.reads} >= {"t0"}
 
 
 @pytest.mark.parametrize("bug", list(SPLIT_BUGS))
@@ -646,10 +648,8 @@ def test_split_reduction_bug_caught_by_a_synthesized_invariant(bug, lm_dir):
     split = split_reduction(em, case)
     assert split.source.count(old) == 1, old
     spec = emission_spec(gm, split, entry)
-    ir = TileFrontend().parse(split.source.replace(old, new), entry, f"<{case}>")
     tiles = {k: v[0] for k, v in split.tiles.items()}
-    pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
-    r = check(strip_hand_written(ir), pol, spec, target_spec())
+    r = _synth_check(split.source.replace(old, new), entry, tiles, spec, f"<{case}>")
     assert r.status == "violated", r.summary
     assert r.counterexamples[0]["assertion"] == "synth_dataflow"
 
@@ -723,9 +723,7 @@ def test_weight_copy_is_proved_from_its_own_spec(task, bug, lm_dir):
     tiles = {k: v[0] for k, v in pre.tiles.items()}
     assert bug[0] in pre.source
     for src, want in ((pre.source, "verified"), (pre.source.replace(*bug), "violated")):
-        ir = TileFrontend().parse(src, entry, f"<{task}>")
-        pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
-        r = check(strip_hand_written(ir), pol, spec, target_spec())
+        r = _synth_check(src, entry, tiles, spec, f"<{task}>")
         assert r.status == want, r.summary
     assert r.counterexamples[0]["assertion"] == "synth_dataflow"
 
@@ -755,8 +753,6 @@ def test_wide_head_attention_kernels_proved_and_bug_caught(entry, bug):
     assert em.source.count(bug[0]) == 1, bug
     tiles = {k: v[0] for k, v in em.tiles.items()}
     for src, want in ((em.source, "verified"), (em.source.replace(*bug), "violated")):
-        ir = TileFrontend().parse(src, entry, "<wide>")
-        pol = Policy({c.name: tiles[c.name] for c in ir.constexprs}, {"num_warps": 4})
-        r = check(strip_hand_written(ir), pol, spec, target_spec())
+        r = _synth_check(src, entry, tiles, spec, "<wide>")
         assert r.status == want, r.summary
     assert r.counterexamples[0]["assertion"] == "synth_dataflow"
