@@ -114,6 +114,15 @@ MOE_DECODE = [
     dict(BM=16, BN=64, BK=128, w=4, s=4),
     dict(BM=16, BN=128, BK=64, w=4, s=3),
     dict(BM=16, BN=32, BK=128, w=2, s=4),
+    # the best of the recorded spaces (2026-12-03): decode T16 and T64
+    dict(BM=16, BN=64, BK=128, w=4, s=3),
+    dict(BM=32, BN=128, BK=64, w=4, s=4),
+    # one token: two experts, so the down-projection's N / BN programs are the grid's width
+    dict(BM=16, BN=32, BK=128, w=4, s=4),
+    # T64 (~16 slots an expert): wider N tiles re-read each block's gathered rows fewer times
+    dict(BM=32, BN=256, BK=64, w=8, s=3),
+    dict(BM=32, BN=256, BK=64, w=4, s=3),
+    dict(BM=64, BN=128, BK=64, w=4, s=3),
 ]
 
 
@@ -159,6 +168,7 @@ def cases() -> list[Case]:
             dict(T=4096, E=64, TOPK=6, H=2048, I=1408, RENORM=0),
             MOE_PREFILL,
         ),
+        Case("moe", "Mixtral decode T1", {**mixtral, "T": 1}, MOE_DECODE, "decode"),
         Case("moe", "Mixtral decode T16", {**mixtral, "T": 16}, MOE_DECODE, "decode"),
         Case("moe", "Mixtral decode T64", {**mixtral, "T": 64}, MOE_DECODE, "decode"),
     ]
@@ -941,9 +951,11 @@ def merge(paths: list[str]) -> int:
 
 
 # the issue's targets: geomean ratio to the fastest library per family (prefill for MoE),
-# the per-expert loop for MoE prefill, and the share of copy bandwidth for MoE decode
+# the per-expert loop for MoE prefill, and the share of copy bandwidth for MoE decode (issue
+# 15 raised it from 60% to 85% at T1..T64: the level, tile or explicit, is the planner's
+# choice per case, and this file times the tile level)
 TARGETS = {"gemm": 0.95, "attention": 0.80, "moe": 1.0}
-MOE_LOOP_TARGET, DECODE_BW_TARGET = 3.0, 0.60
+MOE_LOOP_TARGET, DECODE_BW_TARGET = 3.0, 0.85
 
 
 def target_lines(selected: list[Case], ceil: dict[str, float]) -> list[str]:
