@@ -9,7 +9,10 @@ derived (docs/planners.md, "The policy space"):
   `MIN_TILE` to `MAX_TILE` that fit the extent: none above the extent rounded up to a power
   of two, none below a quarter of that (a tile that small only multiplies programs). A
   tile constant the family maps to no extent (GROUP, HEAD_D, MoE's routing blocks) keeps
-  the values of the kernel config's `tiles` list.
+  the values of the kernel config's `tiles` list. On a target whose matrix instruction is
+  a warpgroup MMA (Hopper's wgmma, m64), a row tile `BM` whose values all lie below
+  `WGMMA_ROWS` also takes `WGMMA_ROWS`: the smallest tile that keeps the warpgroup MMA
+  (skinny GEMMs, MoE decode).
 - **compiler options**: the backend's policy grid (`backend.policy_grid`: warps, stages,
   AMD's waves_per_eu, ...), and every on/off lowering option the backend declares in its
   `policy_space()` (Hopper's `tma`, `persistent`, `warp_specialize`) as 0 and 1.
@@ -191,6 +194,14 @@ def derive(
             derived.append(name)
         else:
             out_tiles[name] = [int(v) for v in values]
+    spec = getattr(backend, "spec", None)
+    wgmma = spec is not None and any("wgmma" in m for m in spec.matrix_instructions)
+    if wgmma and "BM" in derived and max(out_tiles["BM"]) < WGMMA_ROWS:
+        # rows below the warpgroup MMA's m64 lower to mma.sync, whose operands go through
+        # registers; a BM of WGMMA_ROWS pads the few rows but keeps the warpgroup MMA, free
+        # where the kernel streams its other operand (H200, 2026-12-04: MoE decode T64,
+        # ~16 slots an expert, BM64 0.717 ms, BM32 0.764, BM16 1.01: docs/performance.md)
+        out_tiles["BM"] = [*out_tiles["BM"], WGMMA_ROWS]
     compiler = {k: list(v) for k, v in grid.items()}
     declared = backend.policy_space()
     for name in SWITCHES:

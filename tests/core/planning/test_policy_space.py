@@ -94,3 +94,26 @@ def test_the_h200_measured_best_of_the_hand_lists_lies_in_the_space():
         assert space.contains(policy), (case["name"], policy, space.why_not(policy))
         checked += 1
     assert checked >= 2
+
+
+def test_a_few_rows_still_get_the_warpgroup_mma_on_hopper():
+    """MoE decode T64 (~16 slots an expert: BM's extent 16) ran fastest at BM 64 on the H200
+    (2026-12-04, the warpgroup MMA's m64; BM 16 and 32 lower to mma.sync): the derived
+    space offers BM 64 there, and on a target without wgmma it does not."""
+    from argus_core.costmodel.fit import policy_of
+
+    data = json.loads((RESULTS / "2026-12-04-h200-tile-moe-decode.json").read_text())
+    case = next(c for c in data["cases"] if c["name"] == "Mixtral decode T64")
+    best = policy_of("moe", case["shape"], case["best"]["policy"])
+    assert best.tiles["BM"] == 64
+    tiles = {k: [v] for k, v in best.tiles.items()}
+    moe = REG.get("kernel", "moe")
+    space = derive(moe, REG.get("backend", "h200"), case["shape"], tiles, GRID)
+    assert space.tiles["BM"][-1] == 64 and max(space.tiles["BM"][:-1]) < 64
+    assert space.contains(best), space.why_not(best)
+    grid = {"num_warps": [4], "num_stages": [2]}
+    amd = derive(moe, REG.get("backend", "mi300x"), case["shape"], tiles, grid)
+    assert amd.tiles["BM"] == space.tiles["BM"][:-1]
+    # a GEMM whose M fills the warpgroup MMA keeps its derived values
+    assert 64 in _space("gemm", {"M": 128, "N": 4096, "K": 4096}).tiles["BM"]
+    assert _space("gemm", {"M": 16, "N": 4096, "K": 4096}).tiles["BM"] == [16, 64]
