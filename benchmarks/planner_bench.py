@@ -243,7 +243,9 @@ def refit_without(case_name: str) -> Callable[[], None]:
 
     spec, fams = fit.registry_objects()
     records = [
-        r for r in fit.load_records(sorted(fit.RESULTS.glob("*h200*.json"))) if r.case != case_name
+        r
+        for r in fit.load_records(sorted(fit.RESULTS.glob("*h200*.json")))
+        if fit.base_case(r.case) != case_name
     ]
     names, x = fit.design(records, spec, fams)
     import numpy as np

@@ -1,11 +1,13 @@
-"""What the calibrated cost model weighs (v2): the analytic model's time plus the effects it
+"""What the calibrated cost model weighs (v3): the analytic model's time plus the effects it
 misses, each computed from the target spec, the shape, the policy and the compile report.
 
 - **waves and the tail**: the grid's programs over the SMs at the residency registers *and*
   shared memory allow; the last wave's fill (`wave_eff`), log waves, and for a persistent
   grid the imbalance of its static schedule;
 - **occupancy**: resident warps per SM from the compile report's registers and shared
-  memory (estimated from the tiles without one), and which of the two limits it;
+  memory (estimated from the tiles without one), and which of the two limits it; a
+  persistent grid launches `persistent` programs per SM (Hopper's lowering), so no more
+  of them reside, whatever registers and shared memory would allow (v3);
 - **spills**: log(1 + spills) from the report;
 - **pipeline depth vs the K loop**: log of the K-loop trip count (GEMM: K / BK per split;
   attention: the key blocks a query block visits, half of them under a causal mask), and
@@ -14,7 +16,9 @@ misses, each computed from the target spec, the shape, the policy and the compil
   (a 128-row tile over 16 rows does 8x the MMA work), and the tile's arithmetic
   intensity (BM·BN / (BM + BN): operand bytes per flop);
 - **bytes in flight** against what the device needs to stream at full rate (Little's law,
-  `spec.mem_latency_ns`), capped at 1;
+  `spec.mem_latency_ns`), capped at 1, and its log uncapped (v3: the nominal latency is
+  the unloaded one, so a weight stream gains from more in flight past the cap, and a
+  persistent grid's one program per SM can hold too little);
 - the tile sizes, warps, stages and the Hopper options (`tma`, `persistent`,
   `warp_specialize`), and whether the problem is memory-bound (its intensity below the
   ridge point).
@@ -34,7 +38,7 @@ from argus_core.evaluate.dtypes import element_bytes
 from argus_core.target import TargetSpec
 from argus_core.types import CompileReport, Policy
 
-VERSION = 2
+VERSION = 3  # v3: a persistent grid's residency, log bytes in flight (v2 had neither)
 # the features whose squares and pairwise products are weighed too (a quadratic model in
 # them), and which get a slope of their own per family and for memory-bound problems
 CORE = (
@@ -145,6 +149,13 @@ def features(
         waves = programs / slots
         out["wave_eff"] = waves / math.ceil(waves) if waves > 0 else 1.0
         out["log_waves"] = math.log(max(waves, 1e-3))
+        persist = int(comp.get("persistent") or 0)
+        if persist:
+            # `persistent` programs per SM loop over the tiles: no more reside, whatever
+            # registers and shared memory would let (H200 MoE decode T16: persistent costs
+            # 0-41%, the most where one program holds the fewest bytes in flight)
+            per_sm = min(per_sm, persist)
+            slots = spec.cus * per_sm
         out["occupancy"] = min(1.0, per_sm * warps / (spec.simds_per_cu * 16))
         out["smem_limited"] = float(by_smem < by_regs)
         out["log_split"] = math.log2(grid["split"])
@@ -157,6 +168,7 @@ def features(
         inflight = resident * (bm + bn) * bk * e * max(1, stages - 1)
         need = spec.hbm_tbps * 1e12 * spec.mem_latency_ns * 1e-9
         out["inflight"] = min(1.0, inflight / need)
+        out["log_inflight"] = math.log2(inflight / need)
         out["log_bm"], out["log_bn"] = math.log2(bm), math.log2(bn)
         out["log_bk"] = math.log2(bk) if "BK" in tiles else 0.0
     out["spills"] = math.log1p(float(spills or 0))

@@ -147,10 +147,10 @@ def estimate_time(
     cal = CALIBRATIONS.get(spec.name)
     if cal is None or not math.isfinite(analytic.ms) or family.name not in cal["families"]:
         return analytic
-    if cal.get("features") == 2:  # the v2 features (argus_core/costmodel/features.py)
-        from argus_core.costmodel.features import features as features_v2
+    from argus_core.costmodel import features as calibrated
 
-        feats = features_v2(spec, family, shape, dtype, policy, report, analytic.ms)
+    if cal.get("features") == calibrated.VERSION:  # argus_core/costmodel/features.py's
+        feats = calibrated.features(spec, family, shape, dtype, policy, report, analytic.ms)
     else:
         feats = features(spec, family, shape, dtype, policy, report, analytic.ms)
     log_ms = sum(cal["coef"].get(k, 0.0) * v for k, v in feats.items())

@@ -2,7 +2,8 @@
 lowering switch's; the first half of the budget screens the model's best tiles, then the
 steps alternate between a new tile and the best tiles' options; the correction learned from
 this run's measurements shifts every policy that shares a value; a best tile measured only
-with lowering switches on is measured with all of them off next."""
+with lowering switches on is measured with all of them off next, then with each combination
+of them it has not had."""
 
 from __future__ import annotations
 
@@ -161,3 +162,33 @@ def test_a_best_tile_measured_only_with_switches_on_is_measured_without_them(pla
     assert session._plain_reference(_tile_of(first.policy), points) == []  # measured once
     (third,) = session.propose(1)
     assert third.policy.key() not in {first.policy.key(), second.policy.key()}
+
+
+def test_a_near_tiles_untried_switch_combinations_come_before_its_stages(planner_ctx, tmp_path):
+    """After the plain reference, an options step proposes a combination of on/off lowering
+    options the tile has not had (TMA and a persistent grid together), never another stage
+    count of a combination measured already, until every combination has been proposed."""
+    session, _ = _session(planner_ctx, tmp_path, budget=2)  # screens the start's tile only
+    (first,) = session.propose(1)
+    tile = _tile_of(first.policy)
+    points = [
+        q
+        for q in session.space.policy_space.points()
+        if session.space.valid(q) and _tile_of(q) == tile
+    ]
+    combos = {frozenset(_switched_on(q)) for q in points}
+    assert len(combos) > 2  # tma, persistent, warp_specialize: more than on and off
+    seen = {frozenset(_switched_on(first.policy))}
+    session.observe(_timed(first, 1.0))
+    ms = 1.0
+    while seen != combos:
+        (cand,) = session.propose(1)
+        assert not session.last_explore and _tile_of(cand.policy) == tile
+        combo = frozenset(_switched_on(cand.policy))
+        assert combo not in seen, (combo, seen)
+        seen.add(combo)
+        ms *= 0.99  # each a new best: the options side again
+        session.observe(_timed(cand, ms))
+    assert session._untried_switch_sets({tile}, points) == []
+    (cand,) = session.propose(1)  # every combination measured: stages of the tile now
+    assert _tile_of(cand.policy) == tile and frozenset(_switched_on(cand.policy)) in combos
