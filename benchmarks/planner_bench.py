@@ -218,21 +218,49 @@ def measured_oracle(case_json: dict[str, Any]) -> Oracle:
     return oracle
 
 
-def load_measured(paths: list[Path]) -> tuple[dict[str, Any], dict[str, Any]]:
+def load_measured(paths: list[Path], every: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """({case name: its recording}, {file: its run's meta}): per case the recording with
-    the most timed policies (a later run may have covered more of a space than an earlier
-    one; on a tie the later file)."""
+    the most timed policies (on a tie the later file). With `every`, {case name: every
+    recording of it, in file order}, for `fullest` to choose from once the case's space is
+    known."""
     measured: dict[str, Any] = {}
+    found: dict[str, list[Any]] = {}
     metas: dict[str, Any] = {}
     for path in paths:
         data = json.loads(Path(path).read_text())
         metas[Path(path).name] = data.get("meta")
         for c in data["cases"]:
-            timed = sum(1 for t in c["tried"] if t.get("ms"))
+            if not any(t.get("ms") for t in c["tried"]):
+                continue
+            found.setdefault(c["name"], []).append(c)
             old = measured.get(c["name"])
-            if timed and (old is None or timed >= sum(1 for t in old["tried"] if t.get("ms"))):
+            if old is None or _timed(c) >= _timed(old):
                 measured[c["name"]] = c
-    return measured, metas
+    return (found if every else measured), metas
+
+
+def _timed(case: dict[str, Any]) -> int:
+    return sum(1 for t in case["tried"] if t.get("ms"))
+
+
+def fullest(recordings: list[dict[str, Any]], points: list[Any]) -> dict[str, Any]:
+    """The recording that reached the most of the case's current space (`points`), timed
+    or failed (a time limit's leftovers are not reached), then the most timed, then the
+    later file: a later run may cover a grown space (BM 64 joined the decode spaces on
+    2026-12-04) or more of it, and an old run of a larger, older space counts only
+    for the points the space still has."""
+    keys = {policy_key(p) for p in points}
+
+    def reached(case: dict[str, Any]) -> int:
+        return sum(
+            1
+            for t in case["tried"]
+            if (t.get("ms") or not str(t.get("error", "")).startswith("not timed"))
+            and key_of(t["policy"]) in keys
+        )
+
+    order = {id(c): i for i, c in enumerate(recordings)}
+    return max(recordings, key=lambda c: (reached(c), _timed(c), order[id(c)]))
 
 
 def refit_without(case_name: str) -> Callable[[], None]:
@@ -334,11 +362,12 @@ def main(argv: list[str] | None = None) -> int:
     selected = [
         c for c in gb.cases() if not args.cases or any(s in c.name for s in args.cases.split(","))
     ]
-    measured: dict[str, Any] = {}
+    measured: dict[str, Any] = {}  # per case: the recording replayed (`fullest`)
+    recordings: dict[str, list[Any]] = {}
     meta: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "budget": args.budget}
     if not args.dry_run:
-        measured, meta["measured_from"] = load_measured(args.measured)
-        selected = [c for c in selected if c.name in measured]
+        recordings, meta["measured_from"] = load_measured(args.measured, every=True)
+        selected = [c for c in selected if c.name in recordings]
         if not selected:
             names = ", ".join(map(str, args.measured)) or "(no file)"
             print(f"no measured case in {names}; use --dry-run", file=sys.stderr)
@@ -351,6 +380,8 @@ def main(argv: list[str] | None = None) -> int:
 
         points = list(ActionSpace.from_ctx(ctx).policy_space.points())
         size = len(points)
+        if case.name in recordings:
+            measured[case.name] = fullest(recordings[case.name], points)
         if case.name in measured:
             oracle = measured_oracle(measured[case.name])
             oracle.points = sum(1 for p in points if oracle.known(p))

@@ -77,6 +77,22 @@ def experts_hit(tokens: int, num_experts: int, topk: int) -> float:
     return num_experts * (1.0 - (1.0 - topk / num_experts) ** tokens)
 
 
+def expected_blocks(tokens: int, p: float, block_m: int) -> float:
+    """E[ceil(c / block_m)] for an expert's slot count c ~ Binomial(tokens, p): the blocks
+    of `block_m` rows the alignment gives one expert, on average. Summed over the counts
+    (tokens <= a few thousand); above 4096 tokens the count is concentrated and the mean's
+    blocks are used."""
+    if tokens > 4096 or p <= 0.0:
+        return -(-math.ceil(tokens * p) // block_m) if p > 0.0 else 0.0
+    if p >= 1.0:
+        return float(-(-tokens // block_m))
+    total, log_p, log_q = 0.0, math.log(p), math.log1p(-p)
+    for c in range(1, tokens + 1):
+        log_pmf = math.lgamma(tokens + 1) - math.lgamma(c + 1) - math.lgamma(tokens - c + 1)
+        total += math.exp(log_pmf + c * log_p + (tokens - c) * log_q) * -(-c // block_m)
+    return total
+
+
 class MoEFamily(DSLKernelFamily):
     """Fused MoE: softmax top-k routing, SiLU-gated expert MLPs, weighted combine per token."""
 
@@ -215,12 +231,14 @@ class MoEFamily(DSLKernelFamily):
 
     def gemm_problems(self, shape: dict[str, int], tiles: dict[str, int]) -> list[dict[str, int]]:
         """The grouped GEMMs as the cost model sees them: rows = the routed slots, padded to
-        whole BM blocks per expert hit (uniform routing), times (2I x H) then (H x I)."""
+        whole BM blocks per expert, times (2I x H) then (H x I). The blocks are their
+        expectation under uniform routing, where an expert's slot count is binomial
+        (T tokens, each picking it with probability TOPK/E), not the blocks of the mean
+        count: at T64 on 8 experts (16 slots each on average, 11-20 measured) most experts
+        need two 16-row blocks, and each block streams its expert's weights again."""
         d = moe_dims(shape)
         bm = int(tiles.get("BM", 64))
-        hit = max(1.0, experts_hit(d["T"], d["E"], d["TOPK"]))
-        per_expert = d["T"] * d["TOPK"] / hit
-        rows = int(round(hit)) * (-(-int(math.ceil(per_expert)) // bm) * bm)
+        rows = int(round(d["E"] * expected_blocks(d["T"], d["TOPK"] / d["E"], bm))) * bm
         return [
             {"M": rows, "N": 2 * d["I"], "K": d["H"]},
             {"M": rows, "N": d["H"], "K": d["I"]},

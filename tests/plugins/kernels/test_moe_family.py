@@ -12,7 +12,13 @@ import yaml
 from argus_core.errors import ConfigError
 from argus_core.evaluate.outputs import compare
 from argus_plugins.kernels.moe import MoEFamily
-from argus_plugins.kernels.moe.family import CHECK_SHAPES, PRESETS, experts_hit, moe_dims
+from argus_plugins.kernels.moe.family import (
+    CHECK_SHAPES,
+    PRESETS,
+    expected_blocks,
+    experts_hit,
+    moe_dims,
+)
 from argus_plugins.kernels.moe.routing import align_blocks, check_alignment, padded_capacity, route
 
 CONF = Path(__file__).parents[3] / "conf" / "kernel"
@@ -289,3 +295,24 @@ def test_source_reads_the_kernel_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="missing.py"):
         MoEFamily(tmp_path / "missing.py").source()
     assert MoEFamily().source_path.parent.name == "moe"
+
+
+def test_expected_blocks_follow_the_binomial_slot_count():
+    """E[ceil(c / BM)] for c ~ Binomial(T, p): exact on a small case, and the blocks the
+    alignment gives a real routing at Mixtral decode T64 (8 experts, top 2)."""
+    # T=3, p=1/2, BM=2: c = 0..3 with probability 1/8, 3/8, 3/8, 1/8 -> 0, 1, 1, 2 blocks
+    assert expected_blocks(3, 0.5, 2) == pytest.approx(1.0)
+    assert expected_blocks(4, 1.0, 3) == 2 and expected_blocks(4, 0.0, 3) == 0
+    # a random routing of 64 tokens: the blocks the alignment makes, against the expectation
+    gen = torch.Generator().manual_seed(0)
+    ids, _ = route(torch.randn(64, 8, generator=gen), 2, True)
+    counts = torch.bincount(ids.flatten().long(), minlength=8)
+    blocks16 = int(((counts + 15) // 16).sum())
+    assert blocks16 > 8  # some experts need two 16-row blocks: the mean count (16) hides it
+    assert abs(8 * expected_blocks(64, 2 / 8, 16) - blocks16) <= 2
+    assert 8 * expected_blocks(64, 2 / 8, 64) == pytest.approx(8.0, abs=1e-6)
+    fam = MoEFamily()
+    shape = {"T": 64, "E": 8, "TOPK": 2, "H": 4096, "I": 14336, "RENORM": 1}
+    rows16 = fam.gemm_problems(shape, {"BM": 16})[0]["M"]
+    assert rows16 > 128 and rows16 % 16 == 0  # more than the 128 slots: padding blocks
+    assert fam.gemm_problems(shape, {"BM": 64})[0]["M"] == 512
