@@ -81,3 +81,25 @@ def test_planner_bench_replays_the_fullest_recording_of_a_case(tmp_path):
     measured, metas = pb.load_measured([full, partial])
     assert sum(1 for t in measured["c"]["tried"] if t.get("ms")) == 5
     assert set(metas) == {"a.json", "b.json"}
+
+
+def test_planner_bench_replays_the_recording_that_covers_the_current_space():
+    """An old run of a larger space (many policies the space no longer has, a time limit's
+    leftovers) loses to a later run that reached every point of the current space, though
+    the old one timed more; each recording counts only the current points it reached."""
+    from argus_core.types import Policy
+
+    points = [Policy({"BM": bm}, {"num_warps": 4}) for bm in (16, 32, 64)]
+
+    def rec(policies, name):
+        return {"name": name, "tried": policies}
+
+    def t(bm, ms=None, error=""):
+        return {"policy": {"BM": bm, "w": 4}, "ms": ms, "error": error}
+
+    old = rec([t(16, 1.0), t(32, 1.1), t(128, 0.9), t(256, 0.8), t(64, error="not timed: x")], "o")
+    new = rec([t(16, 1.0), t(32, 1.1), t(64, error="OutOfResources")], "n")
+    assert pb.fullest([old, new], points) is new  # 3 current points reached against 2
+    grown = rec([t(16, 1.0), t(32, 1.1), t(64, 0.7)], "g")
+    assert pb.fullest([grown, new], points) is grown  # a tie on reach: the more timed
+    assert pb.fullest([new, rec(list(new["tried"]), "later")], points)["name"] == "later"
