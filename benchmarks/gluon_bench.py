@@ -286,6 +286,13 @@ def _acfg(cons: str, stages: int, bm: int, bn: int) -> str:
     return f"c{cons} s{stages} {bm}x{bn}"
 
 
+def _aparse(cfg: str) -> tuple[str, int, int, int]:
+    """(consumers, stages, BM, BN) of a config name `D<d> c<cons> s<stages> <BM>x<BN>`."""
+    _, cons, stages, tile = cfg.split()
+    bm, bn = tile.split("x")
+    return cons[1:], int(stages[1:]), int(bm), int(bn)
+
+
 def _abuild(d: int, causal: bool, cons: str, stages: int):
     from argus_plugins.kernels.attention.kernel_explicit import build
 
@@ -307,7 +314,7 @@ class GluonAttention:
         self.run(inputs)
 
 
-def run_attention(quick: bool) -> list[dict[str, Any]]:
+def run_attention(quick: bool, rounds: int = 0, only: str = "") -> list[dict[str, Any]]:
     import itertools
 
     import torch
@@ -318,7 +325,10 @@ def run_attention(quick: bool) -> list[dict[str, Any]]:
 
     fam = AttentionFamily()
     rows = []
-    for name, shape in ATTN_CASES[:2] if quick else ATTN_CASES:
+    cases = ATTN_CASES[:2] if quick else ATTN_CASES
+    if only:  # comma-separated case names
+        cases = [c for c in cases if c[0] in only.split(",")]
+    for name, shape in cases:
         row: dict[str, Any] = {"case": f"attention {name}", "configs": {}}
         d, causal = shape["D"], bool(shape["CAUSAL"])
         sets = [fam.make_inputs(shape, "bf16", seed, "cuda") for seed in range(2)]
@@ -370,6 +380,13 @@ def run_attention(quick: bool) -> list[dict[str, Any]]:
                 lib_ms=lib,
                 ratio=(lib / ms) if lib else None,
             )
+            if rounds and lib:  # the best config and the faster library, in turn
+                fastest = min((k for k, v in libs.items() if v == v), key=libs.__getitem__)
+                run = GluonAttention(d, causal, *_aparse(best))
+                cyc = itertools.cycle(sets)
+                lib_fn = fam.baselines(sets[0])[fastest]
+                row["rounds"] = _turns(lambda run=run, cyc=cyc: run(next(cyc)), lib_fn, rounds)
+                row["rounds"]["library"] = fastest
         else:
             row.update(
                 best=None, ms=None, ratio=None, why=[str(r)[:300] for r in row["configs"].values()]
@@ -389,18 +406,26 @@ def _alternate(
     between two timings (the GPU warming, throttling) cannot make, as one pair of timings
     can. Returns each round's milliseconds and the median of the per-round ratios."""
     import itertools
-    import statistics
 
-    from argus_core.evaluate.timing import bench, prepare
+    from argus_core.evaluate.timing import prepare
 
     prep = prepare(fam, shape, "bf16", 0, l2)
     mine = itertools.cycle(prep.sets)
     name = next(iter(fam.baselines(prep.sets[0])))
     fns = itertools.cycle([fam.baselines(s)[name] for s in prep.sets])
+    return _turns(lambda: ours(next(mine)), lambda: next(fns)(), rounds)
+
+
+def _turns(ours: Callable[[], Any], lib: Callable[[], Any], rounds: int) -> dict[str, Any]:
+    """`ours` and `lib` timed in turn `rounds` times each (`bench`: do_bench medians)."""
+    import statistics
+
+    from argus_core.evaluate.timing import bench
+
     ours_ms, lib_ms = [], []
     for _ in range(rounds):
-        ours_ms.append(bench(lambda: ours(next(mine)), 25, 100))
-        lib_ms.append(bench(lambda: next(fns)(), 25, 100))
+        ours_ms.append(bench(ours, 25, 100))
+        lib_ms.append(bench(lib, 25, 100))
     ratios = [b / a for a, b in zip(ours_ms, lib_ms)]
     return {
         "ours_ms": ours_ms,
@@ -731,13 +756,17 @@ def main() -> int:
         help="attention configs to run, by consumer form (comma-separated subset of 1,2,2o,2p,2op)",
     )
     ap.add_argument(
+        "--attn-cases", default="", help="only these attention cases (comma-separated names)"
+    )
+    ap.add_argument(
         "--gemm-shapes", default="", help="only these GEMM shapes (comma-separated MxNxK)"
     )
     ap.add_argument(
         "--rounds",
         type=int,
         default=0,
-        help="GEMM: the best configuration and cuBLAS then timed alternately this many times",
+        help="GEMM and attention: the best configuration and the (fastest) library then "
+        "timed alternately this many times",
     )
     ap.add_argument(
         "--pipeline",
@@ -793,7 +822,9 @@ def main() -> int:
     geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
     alt = [r["rounds"]["ratio"] for r in rows if r.get("rounds")]
     alt_geo = math.exp(sum(map(math.log, alt)) / len(alt)) if alt else None
-    attn = run_attention(args.quick) if "attention" in families else []
+    attn = (
+        run_attention(args.quick, args.rounds, args.attn_cases) if "attention" in families else []
+    )
     a_ratios = [r["ratio"] for r in attn if r.get("ratio")]
     a_geo = math.exp(sum(map(math.log, a_ratios)) / len(a_ratios)) if a_ratios else None
     rows += attn
@@ -839,7 +870,7 @@ def main() -> int:
             rr = r["rounds"]
             print(
                 f"{r['case']}: alternated x{len(rr['ratios'])}: ours "
-                f"{' '.join(f'{v:.4f}' for v in rr['ours_ms'])} ms, cuBLAS "
+                f"{' '.join(f'{v:.4f}' for v in rr['ours_ms'])} ms, library "
                 f"{' '.join(f'{v:.4f}' for v in rr['lib_ms'])} ms, median ratio {rr['ratio']:.3f}"
             )
     print(f"GEMM geomean vs cuBLAS: {geo if geo is None else round(geo, 3)} (target >= {TARGET})")
