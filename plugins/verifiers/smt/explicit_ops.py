@@ -66,6 +66,7 @@ from argus_core.ir import explicit as x
 from argus_core.ir.expr import IntLike, Sym, to_source, to_z3
 from argus_core.layout.linear import blocked
 from argus_core.types import VerifyReport
+from argus_plugins.verifiers.smt.solver import _load_factor
 
 
 @dataclass
@@ -166,7 +167,7 @@ def _counterexample(
     syms = _syms(lhs, rhs)
     env = _env(ctx, syms)
     solver = z3.Solver()
-    solver.set("timeout", 2000)
+    solver.set("timeout", int(2000 * _load_factor()))  # slower when loaded
     for s in syms:
         if s.name in ctx.consts:
             continue
@@ -606,7 +607,7 @@ def _can_be(ctx: _Ctx, pred: Any, value: bool, loop: x.Loop, assume: Any = None)
     syms = _syms(*conds)
     env = _env(ctx, syms)
     solver = z3.Solver()
-    solver.set("timeout", 2000)
+    solver.set("timeout", int(2000 * _load_factor()))  # slower when loaded
     for sy in syms:
         if sy.name not in ctx.consts:
             solver.add(env[sy.name] >= (1 if sy.kind == "shape" else 0))
@@ -1421,7 +1422,7 @@ def _same_somewhere(ctx: _Ctx, a: IntLike, b: IntLike) -> dict[str, int] | None:
     syms = _syms(a, b)
     env = _env(ctx, syms)
     solver = z3.Solver()
-    solver.set("timeout", 2000)
+    solver.set("timeout", int(2000 * _load_factor()))  # slower when loaded
     for sy in syms:
         if sy.name not in ctx.consts:
             solver.add(env[sy.name] >= (1 if sy.kind == "shape" else 0))

@@ -55,6 +55,7 @@ from argus_core.ir.tags import DataRead, read
 from argus_core.spec.explicit import ExplicitSpec, attached
 from argus_core.types import VerifyReport
 from argus_plugins.verifiers.smt import explicit_ops as ops
+from argus_plugins.verifiers.smt.solver import _load_factor
 
 U, V, T, T2 = (Sym(n, "local", 0) for n in ("u", "v", "t", "t2"))
 TIMEOUT_MS = 4000
@@ -428,7 +429,7 @@ def _query(ctx, facts: list[Any], goal: Any, chain: _Chain, tables):
     env: dict[str, Any] = {}
     funcs: dict[str, Any] = {}
     solver = z3.Solver()
-    solver.set("timeout", TIMEOUT_MS)
+    solver.set("timeout", int(TIMEOUT_MS * _load_factor()))  # slower when loaded
 
     def fn(tensor: str):
         if tensor not in funcs:
