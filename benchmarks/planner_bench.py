@@ -195,12 +195,7 @@ def estimate_oracle(ctx: dict[str, Any]) -> Oracle:
 def measured_oracle(case_json: dict[str, Any]) -> Oracle:
     """The recorded times of one case's space (twins share their time)."""
     table = {key_of(t["policy"]): t["ms"] for t in case_json["tried"] if t.get("ms")}
-    # recorded: timed, or failed to compile/run (a planner may propose it and pay for it)
-    held = {
-        key_of(t["policy"])
-        for t in case_json["tried"]
-        if t.get("ms") or not str(t.get("error", "")).startswith("not timed")
-    }
+    held = {key_of(t["policy"]) for t in case_json["tried"] if _recorded(t)}
     errors = {
         key_of(t["policy"]): str(t.get("error") or (t.get("check") or {}).get("why") or "")
         for t in case_json["tried"]
@@ -239,6 +234,12 @@ def load_measured(paths: list[Path], every: bool = False) -> tuple[dict[str, Any
     return (found if every else measured), metas
 
 
+def _recorded(tried: dict[str, Any]) -> bool:
+    """A recorded policy: timed, or failed to compile/run (a planner may propose it and pay
+    for it); not one a time limit left untimed."""
+    return bool(tried.get("ms")) or not str(tried.get("error", "")).startswith("not timed")
+
+
 def _timed(case: dict[str, Any]) -> int:
     return sum(1 for t in case["tried"] if t.get("ms"))
 
@@ -252,12 +253,7 @@ def fullest(recordings: list[dict[str, Any]], points: list[Any]) -> dict[str, An
     keys = {policy_key(p) for p in points}
 
     def reached(case: dict[str, Any]) -> int:
-        return sum(
-            1
-            for t in case["tried"]
-            if (t.get("ms") or not str(t.get("error", "")).startswith("not timed"))
-            and key_of(t["policy"]) in keys
-        )
+        return sum(1 for t in case["tried"] if _recorded(t) and key_of(t["policy"]) in keys)
 
     order = {id(c): i for i, c in enumerate(recordings)}
     return max(recordings, key=lambda c: (reached(c), _timed(c), order[id(c)]))
