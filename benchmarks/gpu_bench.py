@@ -171,6 +171,9 @@ def cases() -> list[Case]:
         Case("moe", "Mixtral decode T1", {**mixtral, "T": 1}, MOE_DECODE, "decode"),
         Case("moe", "Mixtral decode T16", {**mixtral, "T": 16}, MOE_DECODE, "decode"),
         Case("moe", "Mixtral decode T64", {**mixtral, "T": 64}, MOE_DECODE, "decode"),
+        # a serving batch of 128: 32 slots per expert, so a 16- or 32-row block streams
+        # most experts' weights two or three times, a 64-row one once
+        Case("moe", "Mixtral decode T128", {**mixtral, "T": 128}, MOE_DECODE, "decode"),
     ]
     return out
 

@@ -359,6 +359,8 @@ def _tiled_seconds(
     # memory: tiled A/B traffic + C + spill round trips, at a latency-limited bandwidth
     slots = spec.cus * per_cu
     traffic = _ab_traffic(m, n, k, t, slots, e) + m * n * e
+    if shape.get("GROUPED"):  # each row block multiplies its own B (an expert's weights)
+        traffic = (m * k + _ceil(m, t.bm) * n * k + m * n) * e
     if split > 1:  # zero-fill, atomic adds and the cast read an fp32 workspace (+ a launch)
         traffic += m * n * 4 * (split + 2)
     traffic += spills * 4 * spec.wave_size * t.num_warps * 2 * k_iters * tiles

@@ -244,8 +244,8 @@ class MoEFamily(DSLKernelFamily):
         bm = int(tiles.get("BM", 64))
         rows = int(round(d["E"] * expected_blocks(d["T"], d["TOPK"] / d["E"], bm))) * bm
         return [
-            {"M": rows, "N": 2 * d["I"], "K": d["H"]},
-            {"M": rows, "N": d["H"], "K": d["I"]},
+            {"M": rows, "N": 2 * d["I"], "K": d["H"], "GROUPED": 1},
+            {"M": rows, "N": d["H"], "K": d["I"], "GROUPED": 1},
         ]
 
     def flops(self, shape: dict[str, int]) -> float:

@@ -50,6 +50,7 @@ KB_TRUST = 0.93  # a KB technique's action goes first within 7% (the model's med
 # a measured tile within the model's error of the best is not beaten yet: its options stay
 # in the exploitation side (one measurement judged it at one setting of its options)
 NEAR = 1.0 / KB_TRUST - 1.0
+SPECIFIC = 2  # a technique this many of whose shape conditions hold is screened first
 SCREEN_SHARE = 0.5  # the share of the budget that screens the model's best tiles first
 DEFAULT_BUDGET = 8
 
@@ -86,6 +87,15 @@ def smem_need(family: Any, policy: Policy) -> int | None:
     """Shared memory a policy's pipeline holds (`argus_core.planning.space.pipelined_smem`),
     None without the tiles to say."""
     return pipelined_smem(family, dict(policy.tiles), dict(policy.compiler))
+
+
+def _one_tile(tech: Any) -> bool:
+    """Whether a KB technique's action names one whole tile (a single value for each of
+    BM, BN and BK): a measured policy, not a direction to search."""
+    tiles = getattr(tech.action, "tiles", {}) or {}
+    return tech.action.kind == "policy" and all(
+        len(tiles.get(k, ())) == 1 for k in ("BM", "BN", "BK")
+    )
 
 
 def _tile_of(policy: Policy) -> tuple:
@@ -146,6 +156,7 @@ class IcrlSession:
         # techniques without a value yet are tried most specific first, grid moves last
         self.prior = {t.id: float(specificity(t, space.shape)) for t in space.techniques.values()}
         self.prior[NEIGHBOUR] = -1.0
+        self.pulled: set[str] = set()  # the arms this run has proposed a candidate of
 
     def _start(self) -> Policy:
         """The first value of every list; with a cost model and a derived space, the
@@ -209,7 +220,12 @@ class IcrlSession:
 
     def _structured(self, pool: list[tuple[str, Action, Policy]]) -> list:
         """The step's pool: a **new tile** (tile constants and warps no earlier candidate
-        had: the model's best policy of each such tile joins the pool) or the **best
+        had: the model's best policy of each such tile with every lowering switch off
+        joins the pool: a tile is judged by Triton's plain lowering, since a switch the
+        model turns on can cost the tile more than the next tile differs (H200 skinny
+        128x14336x4096: its best tile screened with TMA and a persistent grid measured 7%
+        over its plain policy, the best of the space, and was never revisited); the
+        switches are the options side's) or the **best
         tiles' options** (stages and the lowering switches, which interact too strongly
         for the model to settle: every unproposed policy of the best measured tile, and of
         every measured tile within `NEAR` of it, joins). Until `screen` tiles have been
@@ -236,10 +252,27 @@ class IcrlSession:
         self.last_explore = explore
         if explore:
             side = [t for t in pool if _tile_of(t[2]) not in tried]
+            # knowledge written for this very regime (>= SPECIFIC of its shape conditions
+            # hold, and it names one tile: the policy measured best on such problems, not
+            # a range of advice) is screened once, before
+            # the model's tiles: where the model extrapolates to a regime no other case
+            # shows, its estimate of that policy can be off by more than KB_TRUST covers
+            # (H200 MoE decode T64 refitted without T64: the KB's BM 64 policy 25% above
+            # the model's first pick, measured 7% below it)
+            regime = [
+                t
+                for t in side
+                if t[0] in self.space.techniques
+                and t[0] not in self.pulled
+                and self.prior.get(t[0], 0.0) >= SPECIFIC
+                and _one_tile(self.space.techniques[t[0]])
+            ]
+            if regime:
+                return regime
             per_tile: dict[Any, Policy] = {}
             for q in points:
                 tile = _tile_of(q)
-                if tile in tried:
+                if tile in tried or _switched_on(q):  # screened plain (docstring)
                     continue
                 if tile not in per_tile or self._corrected(q) < self._corrected(per_tile[tile]):
                     per_tile[tile] = q
@@ -428,6 +461,8 @@ class IcrlSession:
         self.proposed_policies.append(policy)
         parent_ms = self.best.timing.ms if self.best is not None and self.best.timing else None
         self.pending[cand.id] = (action.technique if action else None, parent_ms)
+        if action is not None:
+            self.pulled.add(action.technique)
         return cand
 
     def observe(self, result: CandidateResult) -> None:

@@ -192,3 +192,64 @@ def test_a_near_tiles_untried_switch_combinations_come_before_its_stages(planner
     assert session._untried_switch_sets({tile}, points) == []
     (cand,) = session.propose(1)  # every combination measured: stages of the tile now
     assert _tile_of(cand.policy) == tile and frozenset(_switched_on(cand.policy)) in combos
+
+
+T64 = "kernel.shape={T: 64, E: 8, TOPK: 2, H: 4096, I: 14336, RENORM: 1}"
+
+
+def _moe_session(planner_ctx, tmp_path, shape):
+    ctx = planner_ctx("+kernel=moe", "backend=h200", shape)
+    ctx["budget"] = 8
+    opts = {"values_path": str(tmp_path / "v.json"), "learn": False}
+    return IcrlPlanner().create(OmegaConf.create({"name": "icrl", "options": opts}), ctx)
+
+
+def test_a_kb_policy_for_this_very_regime_is_screened_once_before_the_models_tiles(
+    planner_ctx, tmp_path
+):
+    # Mixtral decode T64 on Hopper: moe_decode_wgmma_block's three shape conditions hold
+    # and it names one tile (BM 64, BN 128, BK 64); the model's first tiles are others
+    session = _moe_session(planner_ctx, tmp_path, T64)
+    assert "moe_decode_wgmma_block" in session.space.techniques
+    (start,) = session.propose(1)
+    assert (start.policy.tiles["BM"], start.policy.tiles["BN"]) != (64, 128)
+    session.observe(_timed(start, 1.0))
+    (second,) = session.propose(1)
+    assert {k: second.policy.tiles[k] for k in ("BM", "BN", "BK")} == {
+        "BM": 64,
+        "BN": 128,
+        "BK": 64,
+    }
+    assert session.pending[second.id][0] == "moe_decode_wgmma_block"
+    session.observe(_timed(second, 1.2))  # slower: screening goes on with the model's tiles
+    for _ in range(2):
+        (cand,) = session.propose(1)
+        assert session.pending[cand.id][0] != "moe_decode_wgmma_block"
+        session.observe(_timed(cand, 1.1))
+
+
+def test_advice_naming_a_range_is_not_screened_first(planner_ctx, tmp_path):
+    # GEMM 4096^3: vectorized_16b_loads has three conditions that hold (alignment) but
+    # names ranges of BK and BN, not a tile: no forced screening for it
+    from argus_plugins.planners.icrl import _one_tile
+
+    session, _ = _session(planner_ctx, tmp_path, budget=8)
+    techs = session.space.techniques
+    assert not _one_tile(techs["vectorized_16b_loads"])
+    assert _one_tile(techs["large_tile_hopper"])
+    (start,) = session.propose(1)
+    session.observe(_timed(start, 1.0))
+    (second,) = session.propose(1)
+    assert session.pending[second.id][0] != "vectorized_16b_loads"
+
+
+def test_new_tiles_are_screened_with_every_switch_off(planner_ctx, tmp_path):
+    session, _ = _session(planner_ctx, tmp_path, budget=8)
+    (start,) = session.propose(1)
+    session.observe(_timed(start, 1.0))
+    for i in range(3):  # the rest of the screening: new tiles, each in its plain lowering
+        (cand,) = session.propose(1)
+        assert session.last_explore
+        if session.pending[cand.id][0] == "cost_model":  # the model's pick for a new tile
+            assert not _switched_on(cand.policy), cand.policy
+        session.observe(_timed(cand, 2.0 + i))  # no gain: screening goes on
