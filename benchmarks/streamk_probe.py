@@ -70,6 +70,77 @@ def _sk_range(DP_TILES, SK_ITERS, KST):
 
 
 @gluon.jit
+def _piece(
+    q, t_last, a, b, KST, DP_TILES, M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP: gl.constexpr
+):
+    """Piece `q` (last first) of the range [a, b): its stream-K tile t, K steps [ks, ke) and
+    the tile's offsets."""
+    t = t_last - q
+    ks = gl.maximum(a, t * KST) - t * KST
+    ke = gl.minimum(b, (t + 1) * KST) - t * KST
+    off_m, off_n = _tile_offsets(DP_TILES + t, M, N, BM, BN, GROUP)
+    return t, ks, ke, off_m, off_n
+
+
+@gluon.jit
+def _mma_steps(a_ring, b_ring, ready, empty, acc, it, k0, k1, STAGES: gl.constexpr):
+    """K steps [k0, k1) of one tile (ring iterations from `it`): wgmma with one group in
+    flight, each stage released once the next wgmma is issued, the last after the loop."""
+    for kk in range(k0, k1):
+        mbarrier.wait(ready.index(it % STAGES), it // STAGES % 2)
+        acc = warpgroup_mma(
+            a_ring.index(it % STAGES), b_ring.index(it % STAGES), acc, is_async=True
+        )
+        acc = warpgroup_mma_wait(1, deps=(acc,))
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=kk > k0)
+        it += 1
+    acc = warpgroup_mma_wait(0, deps=(acc,))
+    mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+    return acc, it
+
+
+@gluon.jit
+def _load_steps(
+    a_desc,
+    b_desc,
+    a_ring,
+    b_ring,
+    ready,
+    empty,
+    off_m,
+    off_n,
+    it,
+    k0,
+    k1,
+    BK: gl.constexpr,
+    STAGES: gl.constexpr,
+):
+    """The producer's K steps [k0, k1) of the tile at (off_m, off_n), from ring iteration `it`."""
+    for kk in range(k0, k1):
+        mbarrier.wait(empty.index(it % STAGES), (it // STAGES + 1) % 2)
+        mbarrier.expect(
+            ready.index(it % STAGES), a_desc.block_type.nbytes + b_desc.block_type.nbytes
+        )
+        tma.async_copy_global_to_shared(
+            a_desc, [off_m, kk * BK], ready.index(it % STAGES), a_ring.index(it % STAGES)
+        )
+        tma.async_copy_global_to_shared(
+            b_desc, [kk * BK, off_n], ready.index(it % STAGES), b_ring.index(it % STAGES)
+        )
+        it += 1
+    return it
+
+
+@gluon.jit
+def _store_tile(c_desc, c_smem, acc, off_m, off_n):
+    """The epilogue: the finished tile through shared memory by a TMA store."""
+    tma.store_wait(0)
+    c_smem.store(acc.to(c_smem.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+
+
+@gluon.jit
 def _part_mma(
     a_desc,
     b_desc,
@@ -101,39 +172,15 @@ def _part_mma(
     for tile in range(gl.program_id(0), DP_TILES, gl.num_programs(0)):
         off_m, off_n = _tile_offsets(tile, M, N, BM, BN, GROUP)
         acc = gl.zeros((BM, BN), gl.float32, acc_layout)
-        for kk in range(0, KST):
-            mbarrier.wait(ready.index(it % STAGES), it // STAGES % 2)
-            acc = warpgroup_mma(
-                a_ring.index(it % STAGES), b_ring.index(it % STAGES), acc, is_async=True
-            )
-            acc = warpgroup_mma_wait(1, deps=(acc,))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=kk > 0)
-            it += 1
-        acc = warpgroup_mma_wait(0, deps=(acc,))
-        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
-        tma.store_wait(0)
-        c_smem.store(acc.to(c_smem.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+        acc, it = _mma_steps(a_ring, b_ring, ready, empty, acc, it, 0, KST, STAGES)
+        _store_tile(c_desc, c_smem, acc, off_m, off_n)
     # the stream-K region: this CTA's pieces, last piece first
     t_last, pieces, a, b = _sk_range(DP_TILES, SK_ITERS, KST)
     P = gl.num_programs(0)
     for q in range(0, pieces):
-        t = t_last - q
-        ks = gl.maximum(a, t * KST) - t * KST
-        ke = gl.minimum(b, (t + 1) * KST) - t * KST
-        off_m, off_n = _tile_offsets(DP_TILES + t, M, N, BM, BN, GROUP)
+        t, ks, ke, off_m, off_n = _piece(q, t_last, a, b, KST, DP_TILES, M, N, BM, BN, GROUP)
         acc = gl.zeros((BM, BN), gl.float32, acc_layout)
-        for kk in range(ks, ke):
-            mbarrier.wait(ready.index(it % STAGES), it // STAGES % 2)
-            acc = warpgroup_mma(
-                a_ring.index(it % STAGES), b_ring.index(it % STAGES), acc, is_async=True
-            )
-            acc = warpgroup_mma_wait(1, deps=(acc,))
-            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=kk > ks)
-            it += 1
-        acc = warpgroup_mma_wait(0, deps=(acc,))
-        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+        acc, it = _mma_steps(a_ring, b_ring, ready, empty, acc, it, ks, ke, STAGES)
         if ke < KST:  # the tile goes on in a later CTA: publish the partial
             rr = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
             cc = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
@@ -149,10 +196,7 @@ def _part_mma(
                 rr = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
                 cc = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
                 acc = acc + gl.load(ws + c2 * (BM * BN) + rr[:, None] * BN + cc[None, :])
-            tma.store_wait(0)
-            c_smem.store(acc.to(c_smem.dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+            _store_tile(c_desc, c_smem, acc, off_m, off_n)
     tma.store_wait(0)
 
 
@@ -184,36 +228,15 @@ def _part_load(
     it = 0
     for tile in range(gl.program_id(0), DP_TILES, gl.num_programs(0)):
         off_m, off_n = _tile_offsets(tile, M, N, BM, BN, GROUP)
-        for kk in range(0, KST):
-            mbarrier.wait(empty.index(it % STAGES), (it // STAGES + 1) % 2)
-            mbarrier.expect(
-                ready.index(it % STAGES), a_desc.block_type.nbytes + b_desc.block_type.nbytes
-            )
-            tma.async_copy_global_to_shared(
-                a_desc, [off_m, kk * BK], ready.index(it % STAGES), a_ring.index(it % STAGES)
-            )
-            tma.async_copy_global_to_shared(
-                b_desc, [kk * BK, off_n], ready.index(it % STAGES), b_ring.index(it % STAGES)
-            )
-            it += 1
+        it = _load_steps(
+            a_desc, b_desc, a_ring, b_ring, ready, empty, off_m, off_n, it, 0, KST, BK, STAGES
+        )
     t_last, pieces, a, b = _sk_range(DP_TILES, SK_ITERS, KST)
     for q in range(0, pieces):
-        t = t_last - q
-        ks = gl.maximum(a, t * KST) - t * KST
-        ke = gl.minimum(b, (t + 1) * KST) - t * KST
-        off_m, off_n = _tile_offsets(DP_TILES + t, M, N, BM, BN, GROUP)
-        for kk in range(ks, ke):
-            mbarrier.wait(empty.index(it % STAGES), (it // STAGES + 1) % 2)
-            mbarrier.expect(
-                ready.index(it % STAGES), a_desc.block_type.nbytes + b_desc.block_type.nbytes
-            )
-            tma.async_copy_global_to_shared(
-                a_desc, [off_m, kk * BK], ready.index(it % STAGES), a_ring.index(it % STAGES)
-            )
-            tma.async_copy_global_to_shared(
-                b_desc, [kk * BK, off_n], ready.index(it % STAGES), b_ring.index(it % STAGES)
-            )
-            it += 1
+        t, ks, ke, off_m, off_n = _piece(q, t_last, a, b, KST, DP_TILES, M, N, BM, BN, GROUP)
+        it = _load_steps(
+            a_desc, b_desc, a_ring, b_ring, ready, empty, off_m, off_n, it, ks, ke, BK, STAGES
+        )
 
 
 @gluon.jit
