@@ -120,35 +120,10 @@ def _consumer(
 
 
 @gluon.jit
-def _part_c0(
-    q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, H, HKV, NH, q0, q1, o0, o1, k_ring,
-    v_ring, q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, BM: gl.constexpr,
-    BN: gl.constexpr, HM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-    SCALE_LOG2: gl.constexpr, DIRECT_O: gl.constexpr,
-):  # fmt: skip
-    _consumer(q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, NH, q0, o0, k_ring, v_ring,
-              q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, 0, BM, BN, HM, D, STAGES,
-              SCALE_LOG2, DIRECT_O)  # fmt: skip
-
-
-@gluon.jit
-def _part_c1(
-    q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, H, HKV, NH, q0, q1, o0, o1, k_ring,
-    v_ring, q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, BM: gl.constexpr,
-    BN: gl.constexpr, HM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-    SCALE_LOG2: gl.constexpr, DIRECT_O: gl.constexpr,
-):  # fmt: skip
-    _consumer(q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, NH, q1, o1, k_ring, v_ring,
-              q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, 1, BM, BN, HM, D, STAGES,
-              SCALE_LOG2, DIRECT_O)  # fmt: skip
-
-
-@gluon.jit
 def _part_load(
-    q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, H, HKV, NH, q0, q1, o0, o1, k_ring,
-    v_ring, q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, BM: gl.constexpr,
-    BN: gl.constexpr, HM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-    SCALE_LOG2: gl.constexpr, DIRECT_O: gl.constexpr,
+    q_desc, k_desc, v_desc, S, SKV, H, HKV, NH, q0, q1, k_ring, v_ring, q_bar, q_empty,
+    k_ready, v_ready, kv_empty, BM: gl.constexpr, BN: gl.constexpr, HM: gl.constexpr,
+    STAGES: gl.constexpr,
 ):  # fmt: skip
     mb = S // BM
     it = 0
@@ -206,15 +181,14 @@ def attn_fwd_persistent(
         mbarrier.init(kv_empty.index(i), count=2)
     fence_async_shared()
     gl.warp_specialize([
-        (_part_c0, (q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, H, HKV, NH, q0, q1, o0, o1,
-                    k_ring, v_ring, q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, BM, BN, HM, D,
-                    STAGES, SCALE_LOG2, DIRECT_O)),
-        (_part_c1, (q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, H, HKV, NH, q0, q1, o0, o1,
-                    k_ring, v_ring, q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, BM, BN, HM, D,
-                    STAGES, SCALE_LOG2, DIRECT_O)),
-        (_part_load, (q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, H, HKV, NH, q0, q1, o0, o1,
-                      k_ring, v_ring, q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, BM, BN, HM, D,
-                      STAGES, SCALE_LOG2, DIRECT_O)),
+        (_consumer, (q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, NH, q0, o0, k_ring, v_ring,
+                     q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, 0, BM, BN, HM, D, STAGES,
+                     SCALE_LOG2, DIRECT_O)),
+        (_consumer, (q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, NH, q1, o1, k_ring, v_ring,
+                     q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, 1, BM, BN, HM, D, STAGES,
+                     SCALE_LOG2, DIRECT_O)),
+        (_part_load, (q_desc, k_desc, v_desc, S, SKV, H, HKV, NH, q0, q1, k_ring, v_ring, q_bar,
+                      q_empty, k_ready, v_ready, kv_empty, BM, BN, HM, STAGES)),
     ], [4, 1], [232, 24])  # fmt: skip
     mbarrier.invalidate(q_bar.index(0))
     mbarrier.invalidate(q_empty.index(0))
