@@ -142,28 +142,10 @@ def _store_tile(c_desc, c_smem, acc, off_m, off_n):
 
 @gluon.jit
 def _part_mma(
-    a_desc,
-    b_desc,
-    c_desc,
-    ws,
-    flags,
-    M,
-    N,
-    K,
-    DP_TILES,
-    SK_ITERS,
-    a_ring,
-    b_ring,
-    c_smem,
-    ready,
-    empty,
-    BM: gl.constexpr,
-    BN: gl.constexpr,
-    BK: gl.constexpr,
-    STAGES: gl.constexpr,
-    GROUP: gl.constexpr,
-    NUM_WARPS: gl.constexpr,
-):
+    a_desc, b_desc, c_desc, ws, flags, M, N, K, DP_TILES, SK_ITERS, a_ring, b_ring, c_smem,
+    ready, empty, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+    GROUP: gl.constexpr, NUM_WARPS: gl.constexpr,
+):  # fmt: skip
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, BN, 16]
     )
@@ -202,28 +184,10 @@ def _part_mma(
 
 @gluon.jit
 def _part_load(
-    a_desc,
-    b_desc,
-    c_desc,
-    ws,
-    flags,
-    M,
-    N,
-    K,
-    DP_TILES,
-    SK_ITERS,
-    a_ring,
-    b_ring,
-    c_smem,
-    ready,
-    empty,
-    BM: gl.constexpr,
-    BN: gl.constexpr,
-    BK: gl.constexpr,
-    STAGES: gl.constexpr,
+    a_desc, b_desc, M, N, K, DP_TILES, SK_ITERS, a_ring, b_ring, ready, empty,
+    BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
     GROUP: gl.constexpr,
-    NUM_WARPS: gl.constexpr,
-):
+):  # fmt: skip
     KST = gl.cdiv(K, BK)
     it = 0
     for tile in range(gl.program_id(0), DP_TILES, gl.num_programs(0)):
@@ -239,25 +203,11 @@ def _part_load(
         )
 
 
+# fmt: off
 @gluon.jit
-def gemm_streamk(
-    a_desc,
-    b_desc,
-    c_desc,
-    ws,
-    flags,
-    M,
-    N,
-    K,
-    DP_TILES,
-    SK_ITERS,
-    BM: gl.constexpr,
-    BN: gl.constexpr,
-    BK: gl.constexpr,
-    STAGES: gl.constexpr,
-    GROUP: gl.constexpr,
-    NUM_WARPS: gl.constexpr,
-):
+def gemm_streamk(a_desc, b_desc, c_desc, ws, flags, M, N, K, DP_TILES, SK_ITERS,
+                 BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                 GROUP: gl.constexpr, NUM_WARPS: gl.constexpr):
     layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
     a_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], layout)
     b_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], layout)
@@ -268,67 +218,16 @@ def gemm_streamk(
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
     fence_async_shared()
-    gl.warp_specialize(
-        [
-            (
-                _part_mma,
-                (
-                    a_desc,
-                    b_desc,
-                    c_desc,
-                    ws,
-                    flags,
-                    M,
-                    N,
-                    K,
-                    DP_TILES,
-                    SK_ITERS,
-                    a_ring,
-                    b_ring,
-                    c_smem,
-                    ready,
-                    empty,
-                    BM,
-                    BN,
-                    BK,
-                    STAGES,
-                    GROUP,
-                    NUM_WARPS,
-                ),
-            ),
-            (
-                _part_load,
-                (
-                    a_desc,
-                    b_desc,
-                    c_desc,
-                    ws,
-                    flags,
-                    M,
-                    N,
-                    K,
-                    DP_TILES,
-                    SK_ITERS,
-                    a_ring,
-                    b_ring,
-                    c_smem,
-                    ready,
-                    empty,
-                    BM,
-                    BN,
-                    BK,
-                    STAGES,
-                    GROUP,
-                    NUM_WARPS,
-                ),
-            ),
-        ],
-        [1],
-        [24],
-    )
+    gl.warp_specialize([
+        (_part_mma, (a_desc, b_desc, c_desc, ws, flags, M, N, K, DP_TILES, SK_ITERS, a_ring,
+                     b_ring, c_smem, ready, empty, BM, BN, BK, STAGES, GROUP, NUM_WARPS)),
+        (_part_load, (a_desc, b_desc, M, N, K, DP_TILES, SK_ITERS, a_ring, b_ring, ready, empty,
+                      BM, BN, BK, STAGES, GROUP)),
+    ], [1], [24])
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(i))
         mbarrier.invalidate(empty.index(i))
+# fmt: on
 
 
 def schedule(tiles: int, k_steps: int, ctas: int, stream_k: bool) -> tuple[int, int]:
