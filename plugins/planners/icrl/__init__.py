@@ -92,7 +92,7 @@ def smem_need(family: Any, policy: Policy) -> int | None:
 def _one_tile(tech: Any) -> bool:
     """Whether a KB technique's action names one whole tile (a single value for each of
     BM, BN and BK): a measured policy, not a direction to search."""
-    tiles = getattr(tech.action, "tiles", {}) or {}
+    tiles = tech.action.tiles
     return tech.action.kind == "policy" and all(
         len(tiles.get(k, ())) == 1 for k in ("BM", "BN", "BK")
     )
@@ -254,11 +254,11 @@ class IcrlSession:
             side = [t for t in pool if _tile_of(t[2]) not in tried]
             # knowledge written for this very regime (>= SPECIFIC of its shape conditions
             # hold, and it names one tile: the policy measured best on such problems, not
-            # a range of advice) is screened once, before
-            # the model's tiles: where the model extrapolates to a regime no other case
-            # shows, its estimate of that policy can be off by more than KB_TRUST covers
-            # (H200 MoE decode T64 refitted without T64: the KB's BM 64 policy 25% above
-            # the model's first pick, measured 7% below it)
+            # a range of advice) is screened once, before the model's tiles: where the
+            # model extrapolates to a regime no other case shows, its estimate of that
+            # policy can be off by more than KB_TRUST covers (H200 MoE decode T64 refitted
+            # without T64: the KB's BM 64 policy 25% above the model's first pick,
+            # measured 7% below it)
             regime = [
                 t
                 for t in side
@@ -269,10 +269,12 @@ class IcrlSession:
             ]
             if regime:
                 return regime
+            # a new tile is screened plain (docstring), switched only if it has no plain policy
+            plain = {_tile_of(q) for q in points if not _switched_on(q)}
             per_tile: dict[Any, Policy] = {}
             for q in points:
                 tile = _tile_of(q)
-                if tile in tried or _switched_on(q):  # screened plain (docstring)
+                if tile in tried or (tile in plain and _switched_on(q)):
                     continue
                 if tile not in per_tile or self._corrected(q) < self._corrected(per_tile[tile]):
                     per_tile[tile] = q
