@@ -208,24 +208,14 @@ def _consts(d: int, stages: int, direct_o: bool = False) -> dict:
 
 def compile_config(d: int = 128, stages: int = 2, direct_o: bool = False) -> dict:
     """Cross-compile for sm_90 (no GPU): registers, spills, shared bytes."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
     from argus_plugins.backends.hopper.cubin import report_fields
+    from argus_plugins.backends.hopper.gluon import cross_compile, nvmma_desc_type
 
-    desc = (
-        "tensordesc<bf16[{},{}],NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, "
-        "rank=2, transposed=False)>"
-    )
-    sig = {"q_desc": desc.format(HM, d), "k_desc": desc.format(BN, d)}
-    sig.update({"v_desc": desc.format(BN, d), "o_desc": desc.format(HM, d), "lse_ptr": "*fp32"})
-    sig["o_ptr"] = "*bf16"
+    sig = {n: nvmma_desc_type("bf16", HM, d) for n in ("q_desc", "o_desc")}
+    sig.update({n: nvmma_desc_type("bf16", BN, d) for n in ("k_desc", "v_desc")})
+    sig.update({"lse_ptr": "*fp32", "o_ptr": "*bf16"})
     sig.update({s: "i32" for s in ("S", "SKV", "H", "HKV", "NH")})
-    consts = _consts(d, stages, direct_o)
-    sig.update({c: "constexpr" for c in consts})
-    src = GluonASTSource(attn_fwd_persistent, sig, constexprs=consts)
-    out = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    out = cross_compile(attn_fwd_persistent, sig, _consts(d, stages, direct_o), 4)
     rep = report_fields(out.asm["cubin"], out.metadata)
     return {k: rep[k] for k in ("registers", "spills", "shared_bytes")}
 

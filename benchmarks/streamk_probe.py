@@ -335,25 +335,16 @@ def compile_config(cfg: tuple) -> dict:
     """Cross-compile one (BM, BN, BK, STAGES, num_warps) for sm_90 (no GPU): registers,
     spills and shared bytes from the cubin, and whether the PTX holds the fixup protocol
     (a release exchange publishing a partial, an acquire load polling for it)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-
     from argus_plugins.backends.hopper.cubin import report_fields
+    from argus_plugins.backends.hopper.gluon import cross_compile, nvmma_desc_type
 
     bm, bn, bk, stages, warps = cfg
-    desc = (
-        "tensordesc<bf16[{},{}],NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, "
-        "rank=2, transposed=False)>"
-    )
-    sig = {"a_desc": desc.format(bm, bk), "b_desc": desc.format(bk, bn)}
-    sig["c_desc"] = desc.format(bm, bn)
+    sig = {"a_desc": nvmma_desc_type("bf16", bm, bk), "b_desc": nvmma_desc_type("bf16", bk, bn)}
+    sig["c_desc"] = nvmma_desc_type("bf16", bm, bn)
     sig.update({"ws": "*fp32", "flags": "*i32"})
     sig.update({s: "i32" for s in ("M", "N", "K", "DP_TILES", "SK_ITERS")})
     consts = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "GROUP": 8, "NUM_WARPS": warps}
-    sig.update({c: "constexpr" for c in consts})
-    src = GluonASTSource(gemm_streamk, sig, constexprs=consts)
-    out = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
+    out = cross_compile(gemm_streamk, sig, consts, warps)
     rep = report_fields(out.asm["cubin"], out.metadata)
     ptx = out.asm["ptx"]
     return {

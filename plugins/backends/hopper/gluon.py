@@ -141,14 +141,47 @@ def lower(kernel: x.ExplicitKernel) -> str:
     return lower_explicit(kernel, HOPPER_GLUON)
 
 
+def nvmma_desc_type(
+    dtype: str,
+    rows: int,
+    cols: int,
+    swizzle_bytes: int = 128,
+    element_bits: int = 16,
+    transposed: bool = False,
+) -> str:
+    """The compile-time signature string of a 2-D TMA descriptor over an NVMMA-swizzled
+    `rows` x `cols` block of `dtype`."""
+    return (
+        f"tensordesc<{dtype}[{rows}, {cols}],NVMMASharedLayout(swizzle_byte_width="
+        f"{swizzle_bytes}, element_bitwidth={element_bits}, rank=2, transposed={transposed})>"
+    )
+
+
 def desc_type(kernel: x.ExplicitKernel, d: x.Desc, consts: dict[str, int]) -> str:
     """The compile-time signature string of a TMA descriptor parameter."""
     rows, cols = (kernel.const(b, consts) for b in d.block)
     lay = d.layout
-    return (
-        f"tensordesc<{d.dtype}[{rows}, {cols}],NVMMASharedLayout(swizzle_byte_width="
-        f"{lay.swizzle_bytes}, element_bitwidth={lay.element_bits}, rank=2, "
-        f"transposed={lay.transposed})>"
+    return nvmma_desc_type(d.dtype, rows, cols, lay.swizzle_bytes, lay.element_bits, lay.transposed)
+
+
+def cross_compile(
+    fn: Any,
+    signature: dict[str, str],
+    constexprs: dict[str, Any],
+    num_warps: int,
+    capability: int = 90,
+) -> Any:
+    """`triton.compile` of a `gluon.jit` function for sm_`capability` (no GPU needed): the
+    compiled kernel (`.asm["cubin"]`, `.asm["ptx"]`, `.metadata`). Constexprs are added to
+    the signature here."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+
+    sig = {**signature, **{c: "constexpr" for c in constexprs}}
+    src = GluonASTSource(fn, sig, constexprs=constexprs)
+    return triton.compile(
+        src, target=GPUTarget("cuda", capability, 32), options={"num_warps": num_warps}
     )
 
 
@@ -164,19 +197,12 @@ def compile_explicit(
     name = f"cuda:{capability}"
     start = time.perf_counter()
     try:
-        import triton
-        from triton.backends.compiler import GPUTarget
-        from triton.experimental.gluon._runtime import GluonASTSource
-
         fn = load_entry(kernel, lower(kernel))
         sig: dict[str, str] = {d.name: desc_type(kernel, d, consts) for d in kernel.descs}
         sig.update({q.name: f"*{q.dtype}" for q in kernel.ptrs})
         sig.update({s: "i32" for s in kernel.scalars})
-        sig.update({c: "constexpr" for c in kernel.consts})
-        src = GluonASTSource(fn, sig, constexprs={c: consts[c] for c in kernel.consts})
-        compiled = triton.compile(
-            src, target=GPUTarget("cuda", capability, 32), options={"num_warps": kernel.num_warps}
-        )
+        constexprs = {c: consts[c] for c in kernel.consts}
+        compiled = cross_compile(fn, sig, constexprs, kernel.num_warps, capability)
         fields = report_fields(compiled.asm["cubin"], compiled.metadata)
     except Exception as exc:  # a compiler failure is the kernel's
         return CompileReport(
