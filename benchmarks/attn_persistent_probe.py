@@ -18,7 +18,9 @@ load warp prefetches the next tile's blocks while the consumers finish a tile; e
 consumer releases its Q buffer (`q_empty`, two arrivals) once its last S wgmma of the tile
 is done, so the next tile's Q arrives during the last P V and the epilogue; O goes out
 through buffers of its own (with a TMA store the next tile's epilogue waits for; 2 K/V
-stages fit) or, `DIRECT_O`, from registers (no O buffer: 3 stages fit). Non-causal only (the
+stages fit) or, `DIRECT_O`, from registers (no O buffer: 3 stages fit). `PINGPONG`: the
+shipped `c2p` schedule, the two warpgroups taking turns issuing their S wgmmas (barriers
+`turn0`/`turn1`, the turn parity following the K/V counter across tiles). Non-causal only (the
 probe's question). Measured: docs/performance.md (2026-12-04, persistent attention). Checked against torch (o and lse, fresh inputs) before timing;
 then the persistent kernel, the shipped 2-D kernel at the same stages and SDPA's cuDNN
 backend are timed in turn `--rounds` times (do_bench medians). A table is printed last;
@@ -52,9 +54,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 @gluon.jit
 def _consumer(
     q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, NH, q_smem, o_smem, k_ring, v_ring,
-    q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, W: gl.constexpr, BM: gl.constexpr,
-    BN: gl.constexpr, HM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-    SCALE_LOG2: gl.constexpr, DIRECT_O: gl.constexpr,
+    q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, turn_me, turn_other, W: gl.constexpr,
+    BM: gl.constexpr, BN: gl.constexpr, HM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
+    SCALE_LOG2: gl.constexpr, DIRECT_O: gl.constexpr, PINGPONG: gl.constexpr,
 ):  # fmt: skip
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16]
@@ -75,10 +77,14 @@ def _consumer(
         for j in range(0, n_kv):
             mbarrier.wait(k_ready.index(it % STAGES), it // STAGES % 2)
             s_acc = gl.zeros((HM, BN), gl.float32, s_layout)
+            if PINGPONG:  # this warpgroup's turn to issue (warpgroup 0 first: parity 1 passes)
+                mbarrier.wait(turn_me.index(0), (it + 1 - W) % 2)
             s_acc = warpgroup_mma(
                 q_smem, k_ring.index(it % STAGES).permute((1, 0)), s_acc, use_acc=False,
                 is_async=True,
             )  # fmt: skip
+            if PINGPONG:
+                mbarrier.arrive(turn_other.index(0), count=1)
             s_acc = warpgroup_mma_wait(0, deps=(s_acc,))
             # the tile's last S is done: Q may be overwritten by the next tile's
             mbarrier.arrive(q_empty.index(0), count=1, pred=j == n_kv - 1)
@@ -155,7 +161,7 @@ def _part_load(
 def attn_fwd_persistent(
     q_desc, k_desc, v_desc, o_desc, lse_ptr, o_ptr, S, SKV, H, HKV, NH, BM: gl.constexpr,
     BN: gl.constexpr, HM: gl.constexpr, D: gl.constexpr, STAGES: gl.constexpr,
-    SCALE_LOG2: gl.constexpr, DIRECT_O: gl.constexpr,
+    SCALE_LOG2: gl.constexpr, DIRECT_O: gl.constexpr, PINGPONG: gl.constexpr,
 ):  # fmt: skip
     lay: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
     q0 = gl.allocate_shared_memory(q_desc.dtype, [HM, D], lay)
@@ -173,6 +179,10 @@ def attn_fwd_persistent(
     k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     kv_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turn0 = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+    turn1 = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(turn0.index(0), count=1)
+    mbarrier.init(turn1.index(0), count=1)
     mbarrier.init(q_bar.index(0), count=1)
     mbarrier.init(q_empty.index(0), count=2)
     for i in gl.static_range(STAGES):
@@ -182,14 +192,16 @@ def attn_fwd_persistent(
     fence_async_shared()
     gl.warp_specialize([
         (_consumer, (q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, NH, q0, o0, k_ring, v_ring,
-                     q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, 0, BM, BN, HM, D, STAGES,
-                     SCALE_LOG2, DIRECT_O)),
+                     q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, turn0, turn1, 0, BM, BN,
+                     HM, D, STAGES, SCALE_LOG2, DIRECT_O, PINGPONG)),
         (_consumer, (q_desc, k_desc, v_desc, o_desc, lse_ptr, S, SKV, NH, q1, o1, k_ring, v_ring,
-                     q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, 1, BM, BN, HM, D, STAGES,
-                     SCALE_LOG2, DIRECT_O)),
+                     q_bar, q_empty, k_ready, v_ready, kv_empty, o_ptr, turn1, turn0, 1, BM, BN,
+                     HM, D, STAGES, SCALE_LOG2, DIRECT_O, PINGPONG)),
         (_part_load, (q_desc, k_desc, v_desc, S, SKV, H, HKV, NH, q0, q1, k_ring, v_ring, q_bar,
                       q_empty, k_ready, v_ready, kv_empty, BM, BN, HM, STAGES)),
     ], [4, 1], [232, 24])  # fmt: skip
+    mbarrier.invalidate(turn0.index(0))
+    mbarrier.invalidate(turn1.index(0))
     mbarrier.invalidate(q_bar.index(0))
     mbarrier.invalidate(q_empty.index(0))
     for i in gl.static_range(STAGES):
@@ -201,12 +213,15 @@ def attn_fwd_persistent(
 BM, BN, HM = 128, 128, 64
 
 
-def _consts(d: int, stages: int, direct_o: bool = False) -> dict:
+def _consts(d: int, stages: int, direct_o: bool = False, pingpong: bool = False) -> dict:
     return {"BM": BM, "BN": BN, "HM": HM, "D": d, "STAGES": stages,
-            "SCALE_LOG2": math.log2(math.e) / math.sqrt(d), "DIRECT_O": direct_o}  # fmt: skip
+            "SCALE_LOG2": math.log2(math.e) / math.sqrt(d), "DIRECT_O": direct_o,
+            "PINGPONG": pingpong}  # fmt: skip
 
 
-def compile_config(d: int = 128, stages: int = 2, direct_o: bool = False) -> dict:
+def compile_config(
+    d: int = 128, stages: int = 2, direct_o: bool = False, pingpong: bool = False
+) -> dict:
     """Cross-compile for sm_90 (no GPU): registers, spills, shared bytes."""
     from argus_plugins.backends.hopper.cubin import report_fields
     from argus_plugins.backends.hopper.gluon import cross_compile, nvmma_desc_type
@@ -215,17 +230,19 @@ def compile_config(d: int = 128, stages: int = 2, direct_o: bool = False) -> dic
     sig.update({n: nvmma_desc_type("bf16", BN, d) for n in ("k_desc", "v_desc")})
     sig.update({"lse_ptr": "*fp32", "o_ptr": "*bf16"})
     sig.update({s: "i32" for s in ("S", "SKV", "H", "HKV", "NH")})
-    out = cross_compile(attn_fwd_persistent, sig, _consts(d, stages, direct_o), 4)
+    out = cross_compile(attn_fwd_persistent, sig, _consts(d, stages, direct_o, pingpong), 4)
     rep = report_fields(out.asm["cubin"], out.metadata)
     return {k: rep[k] for k in ("registers", "spills", "shared_bytes")}
 
 
-def make_runner(shape: dict, stages: int, sms: int, torch, direct_o: bool = False):
+def make_runner(
+    shape: dict, stages: int, sms: int, torch, direct_o: bool = False, pingpong: bool = False
+):
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     b, h, hkv, s, skv, d = (shape[k] for k in ("B", "HQ", "HKV", "S", "SKV", "D"))
     lay = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    consts = _consts(d, stages, direct_o)
+    consts = _consts(d, stages, direct_o, pingpong)
     grid = (min(sms, s // BM * b * h),)
 
     def run(inputs):
@@ -251,7 +268,11 @@ def main(argv=None) -> int:
     )
     args = ap.parse_args(argv)
     if args.compile_only:
-        print(compile_config(128, args.stages), compile_config(128, 3, True))
+        print(
+            compile_config(128, args.stages),
+            compile_config(128, args.stages, pingpong=True),
+            compile_config(128, 3, True, True),
+        )
         return 0
     import gluon_bench as gb
     import torch
@@ -272,9 +293,12 @@ def main(argv=None) -> int:
         atol, rtol = fam.tolerance("bf16")
         variants = {
             f"persistent c2 s{args.stages}": make_runner(shape, args.stages, sms, torch),
-            "persistent c2 s3 O-regs": make_runner(shape, 3, sms, torch, True),
-            f"2-D c2 s{args.stages} (shipped)": gb.GluonAttention(
-                shape["D"], False, "2", args.stages, BM, BN
+            f"persistent c2p s{args.stages}": make_runner(
+                shape, args.stages, sms, torch, pingpong=True
+            ),
+            "persistent c2p s3 O-regs": make_runner(shape, 3, sms, torch, True, True),
+            f"2-D c2p s{args.stages} (shipped)": gb.GluonAttention(
+                shape["D"], False, "2p", args.stages, BM, BN
             ),
             "2-D c2 s3 (shipped)": gb.GluonAttention(shape["D"], False, "2", 3, BM, BN),
         }

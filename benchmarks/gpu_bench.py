@@ -13,6 +13,9 @@
                                                    # the spaces not yet recorded, cheapest
                                                    # first; the JSON is rewritten every 16
                                                    # policies (a killed run keeps them)
+    python benchmarks/gpu_bench.py --space --cases D64 --repeat 3
+                                                   # three rounds over the space, each
+                                                   # policy's median kept (a close race)
 
 For each case the DSL kernel is traced and lowered at a few policies, launched through
 Triton's JIT, checked against the family's PyTorch reference at the timed shape (a wrong
@@ -32,6 +35,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -424,6 +428,7 @@ def run_spaces(
     workers: int,
     on_progress: Any = None,
     profile: bool = False,
+    repeat: int = 1,
 ) -> None:
     """Every policy of every case's space: compiled in `workers` processes (one pool for the
     whole run, every case's jobs queued at once, so compiling runs ahead of timing), timed
@@ -432,7 +437,10 @@ def run_spaces(
     and reused by all its policies (`timing.prepare`). Stops at `deadline` (time.time()):
     what was not compiled or timed is recorded as such. `on_progress()` is called every few
     policies and after each case (the caller rewrites its JSON: a killed run keeps what it
-    timed). Results land in each case's `result`."""
+    timed). Results land in each case's `result`. `repeat` > 1: after the first pass, every
+    timed policy of the case is timed again in `repeat - 1` more rounds over the whole space
+    (round-robin, so a drift of the GPU's clock over the case touches every policy alike);
+    its `ms` is the median of the rounds, each round's figure kept in `ms_rounds`."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
@@ -451,7 +459,7 @@ def run_spaces(
                 case.result = {"tried": [], "best": None, "skipped": "--time-limit reached"}
                 continue
             case.result = _time_space(
-                case, futures[id(case)], l2_bytes, deadline, on_progress, measure, prepare
+                case, futures[id(case)], l2_bytes, deadline, on_progress, measure, prepare, repeat
             )
             if profile and case.result.get("best") and time.time() < deadline - 10:
                 case.result["profile"] = profile_best(case, l2_bytes)
@@ -485,6 +493,7 @@ def _time_space(
     on_progress: Any,
     measure: Any,
     prepare: Any,
+    repeat: int = 1,
 ) -> dict[str, Any]:
     from concurrent.futures import TimeoutError as FutureTimeout
 
@@ -493,6 +502,7 @@ def _time_space(
     family = family_of(case.family)
     tried: list[dict[str, Any]] = []
     timed: dict[str, dict[str, Any]] = {}
+    runs: list[tuple[dict[str, Any], Any]] = []  # (entry, run_on): the later rounds'
     prepared = None
     result: dict[str, Any] = {"tried": tried, "best": None, "space_size": len(case.policies)}
     case.result = result
@@ -542,18 +552,63 @@ def _time_space(
             )
             result["baselines"] = dict(entry.pop("baselines", None) or {})
             timed[w["digest"]] = entry
+            if entry.get("ms"):
+                runs.append((entry, run_on))
         except Exception as exc:
             entry["error"] = f"{type(exc).__name__}: {exc}"[:500]
         tried.append(entry)
         if on_progress and i % 16 == 15:
             _finish(result)
             on_progress()
+    for r in range(1, repeat):
+        if time.time() > deadline:
+            result["rounds_cut"] = f"--time-limit reached before round {r + 1} of {repeat}"
+            break
+        for entry, run_on in runs:
+            again = measure(
+                family,
+                run_on,
+                case.shape,
+                "bf16",
+                0,
+                l2_bytes,
+                warmup_ms=5,
+                rep_ms=20,
+                with_baselines=False,
+                prepared=prepared,
+            )
+            entry.setdefault("ms_rounds", [entry["ms"]]).append(again.get("ms"))
+    for entry, _ in runs:
+        _median_of_rounds(entry)
+    for entry in tried:  # twins take their timed policy's figures again
+        if entry.get("same_as") is not None:
+            twin = next((e for e, _ in runs if e["policy"] == entry["same_as"]), None)
+            if twin is not None:
+                entry.update({k: twin.get(k) for k in ("ms", "tflops", "gbps", "ms_rounds")})
+    runs.clear()
     if prepared is not None:
         result["input_builds"] = prepared.builds
     del prepared
     torch.cuda.empty_cache()
     _finish(result)
     return result
+
+
+def _median_of_rounds(entry: dict[str, Any]) -> None:
+    """`ms` becomes the median of `ms_rounds` (a round whose check failed counts the policy
+    as failed: `ms` None, the round's index in `failed_round`); rates scale with it."""
+    rounds = entry.get("ms_rounds")
+    if not rounds or len(rounds) < 2:
+        return
+    if any(m is None for m in rounds):
+        entry["failed_round"] = next(i for i, m in enumerate(rounds) if m is None)
+        entry["ms"] = None
+        return
+    first, med = rounds[0], statistics.median(rounds)
+    entry["ms"] = med
+    for k in ("tflops", "gbps"):
+        if entry.get(k):
+            entry[k] = entry[k] * first / med
 
 
 def _finish(result: dict[str, Any]) -> None:
@@ -782,6 +837,13 @@ def main() -> int:
         "--time-limit", type=float, default=0, help="--space: stop timing after this many s"
     )
     ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="--space: rounds of timing over each case's whole space; a policy's ms is the "
+        "median of its rounds",
+    )
+    ap.add_argument(
         "--profile",
         action="store_true",
         help="after timing: each case's best policy under Triton's proton profiler, "
@@ -796,6 +858,8 @@ def main() -> int:
         "correct policy over all of them (each ratio against its own run's baselines)",
     )
     args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error(f"--repeat {args.repeat}: the number of timing rounds is 1 or more")
     if args.merge:
         return merge(args.merge)
     fams = args.families.split(",")
@@ -875,7 +939,7 @@ def main() -> int:
     if args.space:
         selected = space_order(selected)
         print("space order: " + ", ".join(f"{c.name} ({len(c.policies)})" for c in selected))
-        run_spaces(selected, l2, deadline, args.workers, write, args.profile)
+        run_spaces(selected, l2, deadline, args.workers, write, args.profile, args.repeat)
     for c in selected if not args.space else []:
         t0 = time.perf_counter()
         c.result = run_case(c, l2, rep_ms=40 if args.quick else 100)

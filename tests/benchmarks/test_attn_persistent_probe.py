@@ -16,9 +16,9 @@ SMEM_PER_BLOCK = 232448  # the H200's opt-in shared memory per block
 
 
 def test_the_probe_compiles_within_one_sm():
-    for stages, direct_o in ((2, False), (3, True)):
-        rep = probe.compile_config(128, stages, direct_o)
+    for stages, direct_o, pingpong in ((2, False, False), (2, False, True), (3, True, True)):
+        rep = probe.compile_config(128, stages, direct_o, pingpong)
         assert rep["spills"] == 0
-        assert rep["shared_bytes"] <= SMEM_PER_BLOCK, (stages, direct_o, rep)
+        assert rep["shared_bytes"] <= SMEM_PER_BLOCK, (stages, direct_o, pingpong, rep)
     # a third stage with O through shared memory would not fit: why the O-regs form exists
     assert probe.compile_config(128, 3, False)["shared_bytes"] > SMEM_PER_BLOCK

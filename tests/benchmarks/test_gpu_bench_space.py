@@ -68,6 +68,51 @@ def test_a_space_is_timed_as_compiled_with_twins_once_and_the_cut_recorded(monke
     assert res["input_builds"] == 1
 
 
+def test_repeated_rounds_keep_each_policys_median_and_a_failed_round_fails_it(monkeypatch):
+    case = next(c for c in gb.cases() if c.name == "skinny 16x4096x4096")
+    case.policies = [dict(BM=16, BN=bn, BK=128, GROUP=8, w=4, s=3) for bn in (32, 64, 128, 256)]
+    futures = [
+        _done({"ok": True, "digest": "a"}),
+        _done({"ok": True, "digest": "b"}),
+        _done({"ok": True, "digest": "a"}),  # the first's twin: timed with it, every round
+        _done({"ok": True, "digest": "c"}),
+    ]
+    monkeypatch.setattr(gb, "lower_all", lambda *a, **k: [])
+    # each policy's run_on names it; rounds: a 3, 1, 2 (median 2); b 1.5 always; c fails once
+    monkeypatch.setattr(gb, "runner", lambda f, k, tiles, compiler: tiles)
+    times = {"a": [3.0, 1.0, 2.0], "b": [1.5, 1.5, 1.5], "c": [1.0, None, 1.0]}
+    key = {32: "a", 64: "b", 256: "c"}
+    calls = []
+
+    def measure(family, run_on, shape, dtype, seed, l2, warmup_ms, rep_ms, prepared, **kw):
+        name = key[run_on["BN"]] if isinstance(run_on, dict) else "a"
+        calls.append((name, kw.get("with_baselines", True)))
+        ms = times[name][sum(1 for c in calls if c[0] == name) - 1]
+        return {"ms": ms, "tflops": 10.0 / ms if ms else None, "baselines": {"cuBLAS": 1.0}}
+
+    monkeypatch.setattr(gb, "split", lambda case, p: ({"BN": p["BN"]}, {}))
+    gb.family_of(case.family)
+    res = gb._time_space(
+        case,
+        futures,
+        60 << 20,
+        time.time() + 60,
+        None,
+        measure,
+        lambda *a: SimpleNamespace(builds=1),
+        repeat=3,
+    )
+    a, b, twin, c = res["tried"]
+    assert a["ms_rounds"] == [3.0, 1.0, 2.0] and a["ms"] == 2.0
+    assert abs(a["tflops"] - 5.0) < 1e-9  # the rate follows the median
+    assert twin["ms"] == 2.0 and twin["ms_rounds"] == a["ms_rounds"]
+    assert c["ms"] is None and c["failed_round"] == 1
+    assert res["best"]["ms"] == 1.5 and res["best"]["policy"] == case.policies[1]
+    assert (
+        len(calls) == 9 and [c for c in calls if not c[1]] == calls[3:]
+    )  # rounds 2-3: no baselines
+
+
 def test_planner_bench_replays_the_fullest_recording_of_a_case(tmp_path):
     def run(name, timed):
         tried = [{"policy": {"BM": 16}, "ms": 1.0}] * timed + [{"policy": {}, "error": "x"}]
