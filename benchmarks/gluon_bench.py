@@ -2,7 +2,7 @@
 
     python benchmarks/gluon_bench.py              # every case (an H200: a few minutes)
     python benchmarks/gluon_bench.py --quick      # first configs, a few cases, short timing
-    python benchmarks/gluon_bench.py --families attention [--consumers 1,2,2o,2p,2op]
+    python benchmarks/gluon_bench.py --families attention [--consumers 1,2,2o,2p,2op,2s]
     python benchmarks/gluon_bench.py --families moe   # MoE prefill + decode (Mixtral)
     python benchmarks/gluon_bench.py --pipeline   # also explicit candidates through the
                                                   # pipeline's stages (the family's GPU check)
@@ -157,6 +157,8 @@ def dry_run(
         rows.append(_static_row(_cfg(warps, fly, consts), k, consts, compile_explicit(k, consts)))
     for d, causal in ((128, False), (128, True), (64, False)) if "attention" in families else []:
         for cons, stages, bm, bn in ATTN_CONFIGS[d]:
+            if causal and "s" in cons:
+                continue  # the persistent kernel is non-causal
             k = _abuild(d, causal, cons, stages)
             consts = {"BM": bm, "BN": bn}
             cfg = f"attn D{d}{' causal' if causal else ''} {_acfg(cons, stages, bm, bn)}"
@@ -259,7 +261,8 @@ ATTN_CASES = [
 # (consumers, K/V stages, BM, BN): "1" = two lockstep warpgroups in one partition, "2" =
 # two independent warpgroup partitions of BM/2 rows (one's softmax overlaps the other's
 # wgmma), "2o" = "2" with the next S = QK^T issued with this PV and overlapping this softmax,
-# "p" = the two warpgroups take turns issuing their wgmmas (FA3's ping-pong)
+# "p" = the two warpgroups take turns issuing their wgmmas (FA3's ping-pong), "2s" = "2" on a
+# persistent grid (one CTA per SM over the tiles, Q double-buffered; non-causal cases only)
 ATTN_CONFIGS = {
     128: [
         ("1", 2, 128, 128),
@@ -269,6 +272,7 @@ ATTN_CONFIGS = {
         ("2p", 2, 128, 128),
         ("2p", 3, 128, 128),
         ("2op", 2, 128, 128),
+        ("2s", 2, 128, 128),
     ],
     64: [
         ("1", 2, 128, 128),
@@ -278,6 +282,9 @@ ATTN_CONFIGS = {
         ("2p", 2, 128, 256),
         ("2p", 3, 128, 256),
         ("2op", 2, 128, 128),
+        ("2s", 2, 128, 128),
+        ("2s", 3, 128, 128),
+        ("2s", 4, 128, 128),
     ],
 }
 
@@ -294,8 +301,12 @@ def _aparse(cfg: str) -> tuple[str, int, int, int]:
 
 
 def _abuild(d: int, causal: bool, cons: str, stages: int):
-    from argus_plugins.kernels.attention.kernel_explicit import build
+    """The attention kernel of form `cons`: the consumer count, then `o` (overlap), `p`
+    (ping-pong), `s` (persistent: one CTA per SM over the tiles, non-causal only)."""
+    from argus_plugins.kernels.attention.kernel_explicit import build, build_persistent
 
+    if "s" in cons:
+        return build_persistent(d, stages, pingpong="p" in cons)
     return build(d, causal, stages, int(cons[0]), overlap="o" in cons, pingpong="p" in cons)
 
 
@@ -335,6 +346,8 @@ def run_attention(quick: bool, rounds: int = 0, only: str = "") -> list[dict[str
         ref = fam.reference(sets[0])
         atol, rtol = fam.tolerance("bf16")
         for cons, stages, bm, bn in ATTN_CONFIGS[d]:
+            if causal and "s" in cons:
+                continue  # the persistent kernel is non-causal
             cfg = f"D{d} {_acfg(cons, stages, bm, bn)}"
             try:
                 run = GluonAttention(d, causal, cons, stages, bm, bn)
@@ -749,8 +762,9 @@ def main() -> int:
     )
     ap.add_argument(
         "--consumers",
-        default="1,2,2o,2p,2op",
-        help="attention configs to run, by consumer form (comma-separated subset of 1,2,2o,2p,2op)",
+        default="1,2,2o,2p,2op,2s",
+        help="attention configs to run, by consumer form (comma-separated subset of "
+        "1,2,2o,2p,2op,2s)",
     )
     ap.add_argument(
         "--attn-cases", default="", help="only these attention cases (comma-separated names)"

@@ -48,7 +48,7 @@ from argus_core.ir.explicit import (
     SwizzledShared,
 )
 from argus_core.ir.expr import Sym
-from argus_plugins.dsl.explicit.lang import Kernel, cdiv, emin, pid, pid_y
+from argus_plugins.dsl.explicit.lang import Kernel, cdiv, emin, npid, pid, pid_y
 
 
 def build(
@@ -169,6 +169,93 @@ def build(
     return k.build()
 
 
+def build_persistent(d: int = 128, stages: int = 2, pingpong: bool = False) -> ExplicitKernel:
+    """The non-causal kernel with two consumer warpgroups on a persistent grid: one CTA per
+    SM walks the (query block, head) tiles `pid, pid + npid, ...` (the query blocks of one
+    head adjacent, so concurrent CTAs share its K and V in L2), so no SM idles between
+    tiles: the K/V ring's counter `it` runs on across tiles (the load warp fetches the next
+    tile's first blocks while the consumers finish this one) and Q is a two-stage ring of
+    its own over the tile counter `ti` (stage `ti % 2`, `q_bar` completing phase
+    `(ti // 2) % 2`; each consumer releases it on `q_empty` once its tile's loop is done,
+    two arrivals), so the next tile's Q arrives during this one. Each consumer stores O
+    through a buffer of its own (`o0_smem`, `o1_smem`: the TMA store of one tile is waited
+    for before the next tile's O is written there). Shared memory at D128, 2 K/V stages:
+    Q 64 KiB + O 32 KiB + K/V 128 KiB = 224 KiB."""
+    if d not in (64, 128):
+        raise ValueError(f"invalid head dim {d!r}; valid choices: 64, 128")
+    name = f"attn_fwd_ws2{'p' if pingpong else ''}_persistent"
+    k = Kernel(name, family="attention", num_warps=4)
+    k.meta(grid="(min(NUM_SMS, cdiv(S, BM) * NH),)", outputs=("o", "lse"), causal=False)
+    S, SKV, H, HKV = k.scalar("S"), k.scalar("SKV"), k.scalar("H"), k.scalar("HKV")
+    NH = k.scalar("NH")  # B * H: the (batch, query head) pairs
+    BM, BN, HM = k.const("BM", 128), k.const("BN", 128), k.const("HM", 64)
+    k.const("D", d)
+    STAGES = k.const("STAGES", stages)
+    for desc, tensor, r in (
+        ("q_desc", "q", "HM"),
+        ("k_desc", "k", "BN"),
+        ("v_desc", "v", "BN"),
+        ("o_desc", "o", "HM"),
+    ):
+        k.desc(desc, tensor, (r, "D"))
+    k.ptr("lse_ptr", "lse", dtype="fp32")
+    for w in range(2):
+        k.shared(f"q{w}_smem", ("HM", "D"), 2, like="q_desc")
+        k.shared(f"o{w}_smem", ("HM", "D"), 1, like="o_desc")
+    k.shared("k_ring", ("BN", "D"), "STAGES", like="k_desc")
+    k.shared("v_ring", ("BN", "D"), "STAGES", like="v_desc")
+    k.barriers("q_bar", 2)
+    k.barriers("q_empty", 2, count=2)
+    k.barriers("k_ready", "STAGES")
+    k.barriers("v_ready", "STAGES")
+    k.barriers("kv_empty", "STAGES", count=2)
+    if pingpong:
+        k.barriers("turn0", 1)
+        k.barriers("turn1", 1)
+    num_m = cdiv(S, BM)
+    n_kv = cdiv(SKV, BN)
+    scale_log2 = math.log2(math.e) / math.sqrt(d)
+
+    for w in range(2):
+        with k.partition(f"softmax{w}", warps=4, regs=0 if w == 0 else 232, default=w == 0):
+            with k.loop("tile", pid, num_m * NH, npid, counter="ti") as (tile, ti):
+                m_blk = tile % num_m
+                q_row = k.let("q_row", tile // num_m * S + m_blk * BM + w * HM)
+                k.softmax_state(f"m_i{w}", f"l_i{w}", f"s_acc{w}", "HM")
+                k.zero_acc(f"o_acc{w}", "HM", "D", warps=(4, 1))
+                k.wait("q_bar", ti % 2, ti // 2 % 2)
+                row0 = m_blk * BM + w * HM
+                _consume(
+                    k, w, 2, f"q{w}_smem", "HM", row0, scale_log2, n_kv, False, pingpong,
+                    q_stage=ti % 2,
+                )  # fmt: skip
+                k.arrive("q_empty", ti % 2)  # every S of this tile has completed
+                k.store_wait(0)  # the previous tile's O store has read o{w}_smem
+                k.normalize_store(f"o{w}_smem", f"o_acc{w}", f"l_i{w}")
+                k.fence_async_shared()
+                k.tma_store("o_desc", (q_row, 0), f"o{w}_smem")
+                k.store_lse("lse_ptr", f"m_i{w}", f"l_i{w}", f"s_acc{w}", q_row)
+            k.store_wait(0)
+
+    with k.partition("load", warps=1, regs=24):
+        with k.loop("tile", pid, num_m * NH, npid, counter="ti") as (tile, ti):
+            head = tile // num_m
+            q_row = k.let("q_row", head * S + tile % num_m * BM)
+            kv_row = k.let("kv_row", (head // H * HKV + head % H // (H // HKV)) * SKV)
+            k.wait("q_empty", ti % 2, (ti // 2 + 1) % 2)
+            k.expect("q_bar", ti % 2, "q_desc", "q_desc")
+            k.tma_load("q_desc", (q_row, 0), "q0_smem", ti % 2, "q_bar")
+            k.tma_load("q_desc", (q_row + HM, 0), "q1_smem", ti % 2, "q_bar")
+            with k.loop("j", 0, n_kv, counter="it") as (j, it):
+                s = it % STAGES
+                k.wait("kv_empty", s, (it // STAGES + 1) % 2)
+                k.expect("k_ready", s, "k_desc")
+                k.tma_load("k_desc", (kv_row + j * BN, 0), "k_ring", s, "k_ready")
+                k.expect("v_ready", s, "v_desc")
+                k.tma_load("v_desc", (kv_row + j * BN, 0), "v_ring", s, "v_ready")
+    return k.build()
+
+
 def _consume(
     k: Kernel,
     w: int,
@@ -180,9 +267,10 @@ def _consume(
     n_kv: Any,
     causal: bool,
     pingpong: bool = False,
+    q_stage: Any = 0,
 ) -> None:
     """Consumer `w`'s main loop: S, its softmax, then O += P V, each waited for (with
-    `pingpong`, S is issued in this warpgroup's turn)."""
+    `pingpong`, S is issued in this warpgroup's turn); Q is stage `q_stage` of `q`."""
     SKV, BN, STAGES = Sym("SKV", "shape", 1), Sym("BN", "const", 1), Sym("STAGES", "const", 1)
     sfx = "" if consumers == 1 else str(w)
     s_acc, o_acc, m_i, l_i, p = (f"{n}{sfx}" for n in ("s_acc", "o_acc", "m_i", "l_i", "p"))
@@ -193,7 +281,7 @@ def _consume(
         k.zero_acc(s_acc, rows, "BN", warps=(warps, 1))
         if pingpong:
             _take_turn(k, w, it)
-        k.wgmma(s_acc, q, 0, "k_ring", s, b_trans=True, use_acc=False)
+        k.wgmma(s_acc, q, q_stage, "k_ring", s, b_trans=True, use_acc=False)
         if pingpong:
             k.arrive(f"turn{1 - w}", 0)
         k.wgmma_wait(s_acc, 0)
@@ -319,7 +407,14 @@ def build_cdna3(d: int = 128, causal: bool = False) -> ExplicitKernel:
 # `overlap` 1 (with consumers=2): the next S overlaps this softmax (FA3's intra-warpgroup
 # pipelining; verified and cross-compiled, not yet timed on a GPU)
 # `pingpong` 1 (with consumers=2): the two warpgroups take turns issuing their wgmmas
-KNOBS: dict[str, tuple[int, ...]] = {"consumers": (1, 2), "overlap": (0, 1), "pingpong": (0, 1)}
+# `persistent` 1 (with consumers=2, non-causal): `build_persistent`, one CTA per SM over the
+# (query block, head) tiles, Q a two-stage ring
+KNOBS: dict[str, tuple[int, ...]] = {
+    "consumers": (1, 2),
+    "overlap": (0, 1),
+    "pingpong": (0, 1),
+    "persistent": (0, 1),
+}
 
 
 def for_policy(
@@ -353,9 +448,20 @@ def for_policy(
     pingpong = bool(knobs.get("pingpong", 0))
     if pingpong and consumers != 2:
         raise PolicyError(f"{target}: pingpong=1 needs consumers=2, got consumers={consumers}")
-    kernel = build(
-        d, bool(shape.get("CAUSAL", 0)), int(tiles.get("STAGES", 2)), consumers, overlap, pingpong
-    )
+    persistent = bool(knobs.get("persistent", 0))
+    if persistent and (consumers != 2 or overlap or shape.get("CAUSAL", 0)):
+        raise PolicyError(
+            f"{target}: persistent=1 is the non-causal kernel with two consumers and no "
+            f"overlap; got consumers={consumers} overlap={int(overlap)} "
+            f"CAUSAL={int(shape.get('CAUSAL', 0))} (valid: persistent=0 for these)"
+        )
+    if persistent:
+        kernel = build_persistent(d, int(tiles.get("STAGES", 2)), pingpong)
+    else:
+        kernel = build(
+            d, bool(shape.get("CAUSAL", 0)), int(tiles.get("STAGES", 2)), consumers, overlap,
+            pingpong,
+        )  # fmt: skip
     try:
         return kernel.with_consts(**tiles)
     except ExplicitIRError as exc:
@@ -388,7 +494,8 @@ def _for_cdna3(
 def launcher(kernel: ExplicitKernel, source: str) -> Callable[[dict[str, Any]], None]:
     """A callable running the lowered `kernel` on the attention family's GPU inputs (q, k,
     v, o [B, H, S, D] viewed 2-D by TMA descriptors on Hopper, by pointers on CDNA3; lse
-    [B, H, S] by pointer), grid (S / BM, B * H). UnsupportedShape for inputs it cannot take."""
+    [B, H, S] by pointer), grid (S / BM, B * H), or one program per SM (at most one per
+    tile) for the persistent kernel. UnsupportedShape for inputs it cannot take."""
     from argus_core.evaluate.explicit_check import UnsupportedShape
     from argus_core.lowering.gluon import load_entry
 
@@ -431,9 +538,13 @@ def launcher(kernel: ExplicitKernel, source: str) -> Callable[[dict[str, Any]], 
                 made.append(TensorDescriptor.from_tensor(t.view(-1, d), block, lay))
             descs[key] = tuple(made)
         grid = (s // consts["BM"], b * h)
+        extra: tuple[int, ...] = ()
+        if "NH" in kernel.scalars:  # persistent: one program per SM over the tiles
+            sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+            grid, extra = (min(sms, s // consts["BM"] * b * h),), (b * h,)
         ptrs = [inputs[p.tensor] for p in kernel.ptrs]
         entry[grid](
-            *descs.get(key, ()), *ptrs, s, k.shape[2], h, k.shape[1], **consts,
+            *descs.get(key, ()), *ptrs, s, k.shape[2], h, k.shape[1], *extra, **consts,
             num_warps=kernel.num_warps,
         )  # fmt: skip
 

@@ -232,19 +232,49 @@ def _check_rings(ctx: _Ctx) -> None:
             _stage_is(ctx, w.op, w.op.stage, it, stages, f"TMA write of {ring.name}")
             _check_writer(ctx, w, ring, stages, lets[w.part.name])
         bar = writes[0].op.bar
+        seen: set[int] = set()
         for r, stage in reads:
-            it = r.loop.counter
             if _nest_key(r.nest) != _nest_key(writes[0].nest):
-                ctx.report(
-                    "iteration-space",
-                    r.op,
-                    f"{r.part.name} reads {ring.name} in loops {_nest_key(r.nest)} but "
-                    f"{writes[0].part.name} writes it in {_nest_key(writes[0].nest)}: their "
-                    "iteration counters, hence stages and phases, disagree",
-                )
-                continue
-            _stage_is(ctx, r.op, stage, it, stages, f"wgmma read of {ring.name}")
+                lifted = _lift(r, writes[0].nest)
+                if lifted is None:
+                    ctx.report(
+                        "iteration-space",
+                        r.op,
+                        f"{r.part.name} reads {ring.name} in loops {_nest_key(r.nest)} but "
+                        f"{writes[0].part.name} writes it in {_nest_key(writes[0].nest)}: their "
+                        "iteration counters, hence stages and phases, disagree",
+                    )
+                    continue
+                if id(lifted.op) in seen:
+                    continue  # one check per inner loop reading the stage
+                seen.add(id(lifted.op))
+                r = lifted
+            it = r.loop.counter
+            _stage_is(ctx, _read_op(r), stage, it, stages, f"wgmma read of {ring.name}")
             _check_reader(ctx, r, ring, stage, stages, bar, _release_bars(writes[0]))
+
+
+def _lift(r: _Site, nest: tuple[x.Loop, ...]) -> _Site | None:
+    """A read nested deeper than its ring's writer (a Q block TMA-loaded once per tile and
+    read by every K step's wgmma) as a site of the writer's loop nest: the inner loop that
+    holds the read, in the body of the loop at the writer's depth, which must count its
+    iterations (its counter names the ring's iteration). None when the reader's loops do not
+    begin with the writer's nest."""
+    n = len(nest)
+    if len(r.nest) <= n or _nest_key(r.nest[:n]) != _nest_key(nest):
+        return None
+    outer, inner = r.nest[n - 1], r.nest[n]
+    if outer.counter is None or outer.counter.name != nest[-1].counter.name:
+        return None
+    return _Site(r.part, outer, r.nest[:n], outer.body.index(inner), inner)
+
+
+def _read_op(r: _Site) -> x.XOp:
+    """The op a counterexample names for a read: the wgmma, or the first wgmma of a lifted
+    read's inner loop."""
+    if isinstance(r.op, x.Loop):
+        return next((op for op in x.walk(r.op.body) if isinstance(op, x.Wgmma)), r.op)
+    return r.op
 
 
 def _release_bars(w: _Site) -> set[str]:
@@ -462,11 +492,13 @@ def _check_reader(
     release_bars: set[str],
 ) -> None:
     it = r.loop.counter
+    read = _read_op(r)
+    mine = _reads(r, ring)
     waits = _before(r, lambda op: isinstance(op, x.Wait) and op.bar == bar)
     if not waits:
         ctx.report(
             "missing-wait",
-            r.op,
+            read,
             f"wgmma reads {ring.name}[{_src(stage)}] without waiting on {bar}: the TMA write "
             "of this iteration may not have arrived (shared-memory race with the async proxy)",
             barrier=bar,
@@ -482,7 +514,7 @@ def _check_reader(
                 "release-before-complete",
                 early,
                 f"stage {_src(early.stage)} of {ring.name} is released before the wgmma at "
-                f"{r.op.point} reads it: the producer may overwrite it first (race)",
+                f"{read.point} reads it: the producer may overwrite it first (race)",
             )
     turns = _handshake_bars(ctx.kernel)
     for wrong in _after(
@@ -500,7 +532,7 @@ def _check_reader(
     if not release:
         ctx.report(
             "missing-release",
-            r.op,
+            read,
             f"{ring.name}[{_src(stage)}] is never released after this read: the producer "
             f"waits for it forever once the ring wraps (after {stages} iterations)",
         )
@@ -518,8 +550,8 @@ def _check_reader(
                 "that iteration's stage is never released",
             )
         flying = _in_flight([("cur", op) for op in body[:pos]])
-        if ("cur", r.op) in flying:
-            _report_early_release(ctx, arrive, ring, r.op, flying)
+        if any(f == ("cur", op) for f in flying for op in mine):
+            _report_early_release(ctx, arrive, ring, read, flying)
         return
     if _counterexample(ctx, arrive.stage, (it + stages - 1) % stages) is not None:
         _stage_is(ctx, arrive, arrive.stage, it, stages, f"release on {arrive.bar}")
@@ -541,8 +573,8 @@ def _check_reader(
             "or never, and the producer's phases run ahead of the consumers (overwrite race)",
         )
     flying = _in_flight([("prev", op) for op in body] + [("cur", op) for op in body[:pos]])
-    if ("prev", r.op) in flying:
-        _report_early_release(ctx, arrive, ring, r.op, flying)
+    if any(f == ("prev", op) for f in flying for op in mine):
+        _report_early_release(ctx, arrive, ring, read, flying)
     # the loop's last iteration is released after the loop
     parent = r.nest[-2].body if len(r.nest) > 1 else r.part.body
     after = parent[parent.index(r.loop) + 1 :]
@@ -570,8 +602,8 @@ def _check_reader(
     flying = _in_flight(
         [("last", op) for op in body] + [("after", op) for op in after[: after.index(last)]]
     )
-    if ("last", r.op) in flying:
-        _report_early_release(ctx, last, ring, r.op, flying)
+    if any(f == ("last", op) for f in flying for op in mine):
+        _report_early_release(ctx, last, ring, read, flying)
 
 
 def _in_flight(seq: list[tuple[str, x.XOp]]) -> list[tuple[str, x.XOp]]:
@@ -579,11 +611,22 @@ def _in_flight(seq: list[tuple[str, x.XOp]]) -> list[tuple[str, x.XOp]]:
     the last p issued)."""
     flying: list[tuple[str, x.XOp]] = []
     for tag, op in seq:
-        if isinstance(op, x.Wgmma):
+        if isinstance(op, x.Loop):  # after its last iteration: the body once, and twice (a
+            # wgmma a back edge carries); either may be the state the loop leaves
+            once = _in_flight([*flying, *((tag, o) for o in op.body)])
+            twice = _in_flight([*flying, *((tag, o) for o in op.body * 2)])
+            flying = once + [f for f in twice if f not in once]
+        elif isinstance(op, x.Wgmma):
             flying.append((tag, op))
         elif isinstance(op, x.WgmmaWait):
             flying = flying[len(flying) - op.pending :] if op.pending else []
     return flying
+
+
+def _reads(r: _Site, ring: x.Shared) -> list[x.XOp]:
+    """The wgmmas of a read site that read `ring` (a lifted site: those in its loop)."""
+    ops = x.walk(r.op.body) if isinstance(r.op, x.Loop) else [r.op]
+    return [op for op in ops if isinstance(op, x.Wgmma) and ring.name in (op.a, op.b)] or [r.op]
 
 
 def _report_early_release(ctx: _Ctx, arrive: x.Arrive, ring: x.Shared, read: x.XOp, flying) -> None:

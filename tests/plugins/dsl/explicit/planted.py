@@ -788,10 +788,92 @@ BUGS += [
     ),
 ]
 
+# ---- the persistent attention: Q as a two-stage ring over the tile counter `ti`, read by
+# every K step's wgmma (a read nested one loop deeper than its write), O through buffers
+ti = Sym("ti", "loop", 0)
+HM_ = Sym("HM", "const", 1)
+q_row_ = Sym("q_row", "scalar")
+BUGS += [
+    Bug(
+        "persistent-q-read-from-stage-0",
+        "softmax0/tile/j/2:Wgmma",
+        x.Wgmma("s_acc0", "q0_smem", 0, "k_ring", s, True, False),
+        "wrong-stage",
+        "softmax0/tile/j/2:Wgmma",
+        base="attention-persistent",
+    ),
+    Bug(
+        "persistent-q-phase-of-the-tile-parity",
+        "softmax0/tile/3:Wait",
+        x.Wait("q_bar", ti % 2, ti % 2),
+        "wrong-phase",
+        "softmax0/tile/3:Wait",
+        base="attention-persistent",
+    ),
+    Bug(
+        "persistent-q-released-for-the-next-tile",
+        "softmax1/tile/5:Arrive",
+        x.Arrive("q_empty", (ti + 1) % 2),
+        "double-release",  # at two stages, the next tile's stage is the previous one's
+        "softmax1/tile/5:Arrive",
+        base="attention-persistent",
+    ),
+    Bug(
+        "persistent-q-never-released",
+        "softmax0/tile/5:Arrive",
+        None,
+        "missing-release",
+        "softmax0/tile/j/2:Wgmma",
+        base="attention-persistent",
+    ),
+    Bug(
+        "persistent-q-loaded-without-the-release",
+        "load/tile/2:Wait",
+        None,
+        "producer-overrun",
+        "load/tile/3:TmaLoad",
+        base="attention-persistent",
+    ),
+    Bug(
+        "persistent-q-empty-one-arrival",
+        "",
+        None,
+        "barrier-count",
+        "softmax0/tile/5:Arrive",
+        base="attention-persistent",
+        barrier_count=("q_empty", 1),
+    ),
+    Bug(
+        "persistent-o-rewritten-under-its-store",
+        "softmax0/tile/6:StoreWait",
+        None,
+        "shared-race",
+        "softmax0/tile/6:NormalizeStore",
+        base="attention-persistent",
+    ),
+    Bug(
+        "persistent-lse-at-the-other-warpgroups-rows",
+        "softmax1/tile/10:StoreLse",
+        x.StoreLse("lse_ptr", "m_i1", "l_i1", "s_acc1", q_row_ - HM_),
+        "output-tag",
+        "softmax1/tile/10:StoreLse",
+        base="attention-persistent",
+    ),
+    Bug(
+        "persistent-q-expect-one-block",
+        "load/tile/3:Expect",
+        x.Expect("q_bar", ti % 2, ("q_desc",)),
+        "wrong-expect-bytes",
+        "load/tile/3:Expect",
+        base="attention-persistent",
+    ),
+]
+
 
 def kernel_for(bug: Bug) -> x.ExplicitKernel:
     from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
     from argus_plugins.kernels.attention.kernel_explicit import build_cdna3 as attn_cdna3
+    from argus_plugins.kernels.attention.kernel_explicit import build_persistent
     from argus_plugins.kernels.gemm.kernel_explicit import build, build_cdna3
     from argus_plugins.kernels.moe.kernel_explicit import build as moe_build
     from argus_plugins.kernels.moe.kernel_explicit import build_cdna3 as moe_cdna3
@@ -811,6 +893,7 @@ def kernel_for(bug: Bug) -> x.ExplicitKernel:
         "moe-cdna3": moe_cdna3,
         "attn-cdna3": lambda: attn_cdna3(128, True),
         "attention-2p": lambda: build_attention(causal=True, consumers=2, pingpong=True),
+        "attention-persistent": build_persistent,
     }[bug.base]()
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
 from argus_plugins.kernels.attention.kernel_explicit import build_cdna3 as attention_cdna3
+from argus_plugins.kernels.attention.kernel_explicit import build_persistent
 from argus_plugins.kernels.gemm.kernel_explicit import build, build_cdna3
 from argus_plugins.kernels.moe.kernel_explicit import build as build_moe
 from argus_plugins.kernels.moe.kernel_explicit import build_cdna3 as moe_cdna3
@@ -54,6 +55,9 @@ def test_corpus_size_and_coverage():
         build_attention(consumers=2, pingpong=True),
         build_attention(64, causal=True, stages=3, consumers=2, pingpong=True),
         build_attention(causal=True, consumers=2, overlap=True, pingpong=True),
+        build_persistent(),
+        build_persistent(64, stages=3),
+        build_persistent(pingpong=True),
         attention_cdna3(),
         attention_cdna3(128, causal=True),
         attention_cdna3(64),
