@@ -544,13 +544,21 @@ class _Norm:
         self.consts = consts
         self.provable = provable
         self.atoms: dict[str, IntLike] = {}
+        # memos (one obligation's facts): the same index expressions recur in every read
+        # of a chain, and each range fact is a z3 query
+        self._simple: dict[str, Any] = {}
+        self._ranges: dict[tuple[str, str], bool] = {}
 
     def simplify(self, e: Any) -> Any:
         if e is None or isinstance(e, bool | int):
             return e
-        if _is_pred(e):
-            return _rebuild_pred(e, self.simplify)
-        return self.expr(self.poly(e))
+        key = to_source(e)
+        if key not in self._simple:
+            if _is_pred(e):
+                self._simple[key] = _rebuild_pred(e, self.simplify)
+            else:
+                self._simple[key] = self.expr(self.poly(e))
+        return self._simple[key]
 
     # polynomials
     def poly(self, e: IntLike) -> Poly:
@@ -636,7 +644,10 @@ class _Norm:
     def _in_range(self, rest: Poly, f: Any) -> bool:
         r = self.expr(rest)
         top = f if isinstance(f, int) else self.atoms[f]
-        return self.provable(land(_ge0(r), _lt(r, top)))
+        key = (to_source(r), to_source(top))
+        if key not in self._ranges:
+            self._ranges[key] = self.provable(land(_ge0(r), _lt(r, top)))
+        return self._ranges[key]
 
     def _mod1(self, a: Poly, f: Any) -> Poly:
         _, rest = self._split(a, f)
