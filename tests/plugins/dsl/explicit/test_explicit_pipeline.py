@@ -181,6 +181,24 @@ def test_attention_level_actions_build_the_two_consumer_kernel(argus_config):
     assert stages.family.explicit_kernel(over, "hopper-gluon", shape).name == "attn_fwd_ws2o_causal"
 
 
+def test_the_persistent_attention_is_built_for_non_causal_shapes_only(argus_config):
+    stages = Stages.from_config(
+        argus_config("+kernel=attention", "tracking=none", "backend=h200"),
+        Registry(default_plugin_manager()),
+    )
+    shape = {**dict(stages.cfg.kernel.shape), "CAUSAL": 0}
+    pers = Policy({"BM": 128, "BN": 128, "STAGES": 2}, {"level": "explicit", "persistent": 1})
+    kernel = stages.family.explicit_kernel(pers, "hopper-gluon", shape)
+    assert kernel.name == "attn_fwd_ws2_persistent" and "NH" in kernel.scalars
+    q0 = next(b for b in kernel.shared if b.name == "q0_smem")
+    assert kernel.barrier("q_empty").count == 2 and q0.stages == 2
+    with pytest.raises(PolicyError, match="persistent=1 is the non-causal kernel"):
+        stages.family.explicit_kernel(pers, "hopper-gluon", {**shape, "CAUSAL": 1})
+    bad = Policy({"BM": 128}, {"level": "explicit", "persistent": 2})
+    with pytest.raises(PolicyError, match="persistent.*0, 1"):
+        stages.family.explicit_kernel(bad, "hopper-gluon", shape)
+
+
 def _space(stages: Stages) -> ActionSpace:
     return ActionSpace.from_ctx(
         {
