@@ -1,0 +1,303 @@
+"""Probe: does a ping-pong schedule (two consumer warpgroups on alternate tiles) lift the
+explicit-level Hopper GEMM (#15)?
+
+    python3 benchmarks/pingpong_gemm_probe.py [--rounds 5] [--shapes MxNxK,...] [--graph]   # H200
+    python benchmarks/pingpong_gemm_probe.py --compile-only     # CPU: cross-compile for sm_90
+
+The shipped explicit GEMM (`plugins/kernels/gemm/kernel_explicit.py`, best at 128x256 tiles
+with two warpgroups cooperating on one tile) leaves the tensor cores idle while its
+warpgroups write a finished tile out (the accumulator to shared memory, the TMA store) and
+until the next tile's first stage arrives. Ping-pong (CUTLASS's `KernelTmaWarpSpecialized
+Pingpong`, FA3's GEMM form) gives each of two consumer warpgroups whole tiles of its own,
+alternately: the CTA's local tiles 0, 2, 4, ... to warpgroup 0, 1, 3, 5, ... to warpgroup 1,
+so one warpgroup's epilogue runs under the other's main loop. The single K ring is filled by
+one TMA warp in tile order; warpgroup j reads ring iterations `(2 r + j) * KST + kk` of its
+round r. A turn barrier per warpgroup orders the main loops: warpgroup 1 starts round r
+after warpgroup 0 has issued round r's last wgmma, warpgroup 0 starts round r + 1 after
+warpgroup 1 has issued round r's. That order is also what makes the ring's parity waits
+exact: a warpgroup never waits on a stage more than one phase ahead of its last
+completion (without it, warpgroup 1 would wait on phases the producer has not reached and
+an mbarrier's parity cannot tell them from completed ones).
+
+A hand-written Gluon kernel (the ring, loader and epilogue of `streamk_probe.py`, whose
+data-parallel variant is the shipped schedule), measured before the DSL gets the
+schedule: each variant checked against torch (fresh random inputs, poisoned output), then
+every variant and cuBLAS timed in turn `--rounds` times (median kept). Table printed last;
+`--out` writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+from streamk_probe import _load_steps, _store_tile, _tile_offsets, graph_ms, make_runner
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+
+@gluon.jit
+def _pp_consumer(
+    c_desc, M, N, K, a_ring, b_ring, c_smem, ready, empty, mine, other, J: gl.constexpr,
+    BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+    GROUP: gl.constexpr,
+):  # fmt: skip
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BN, 16]
+    )
+    KST = gl.cdiv(K, BK)
+    num_tiles = gl.cdiv(M, BM) * gl.cdiv(N, BN)
+    P = gl.num_programs(0)
+    r = 0
+    for tile in range(gl.program_id(0) + J * P, num_tiles, 2 * P):
+        off_m, off_n = _tile_offsets(tile, M, N, BM, BN, GROUP)
+        # my turn: warpgroup 1 waits for warpgroup 0's round r; warpgroup 0 for warpgroup
+        # 1's round r - 1 (parity 1 on a fresh barrier passes: round 0 goes at once)
+        if J == 1:
+            mbarrier.wait(other.index(0), r % 2)
+        else:
+            mbarrier.wait(other.index(0), (r + 1) % 2)
+        acc = gl.zeros((BM, BN), gl.float32, acc_layout)
+        it = (2 * r + J) * KST
+        for kk in range(0, KST):
+            s = it % STAGES
+            mbarrier.wait(ready.index(s), it // STAGES % 2)
+            acc = warpgroup_mma(a_ring.index(s), b_ring.index(s), acc, is_async=True)
+            acc = warpgroup_mma_wait(1, deps=(acc,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1, pred=kk > 0)
+            it += 1
+        mbarrier.arrive(mine.index(0), count=1)  # the other warpgroup's main loop may start
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+        _store_tile(c_desc, c_smem, acc, off_m, off_n)
+        r += 1
+    tma.store_wait(0)
+
+
+@gluon.jit
+def _pp_load(
+    a_desc, b_desc, M, N, K, a_ring, b_ring, ready, empty,
+    BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+    GROUP: gl.constexpr,
+):  # fmt: skip
+    KST = gl.cdiv(K, BK)
+    num_tiles = gl.cdiv(M, BM) * gl.cdiv(N, BN)
+    it = 0
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        off_m, off_n = _tile_offsets(tile, M, N, BM, BN, GROUP)
+        it = _load_steps(
+            a_desc, b_desc, a_ring, b_ring, ready, empty, off_m, off_n, it, 0, KST, BK, STAGES
+        )
+
+
+# fmt: off
+@gluon.jit
+def gemm_pingpong(a_desc, b_desc, c_desc, M, N, K,
+                  BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                  GROUP: gl.constexpr):
+    layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    a_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], layout)
+    b_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], layout)
+    c0 = gl.allocate_shared_memory(a_desc.dtype, [BM, BN], layout)
+    c1 = gl.allocate_shared_memory(a_desc.dtype, [BM, BN], layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turn0 = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+    turn1 = gl.allocate_shared_memory(gl.int64, [1, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    mbarrier.init(turn0.index(0), count=1)
+    mbarrier.init(turn1.index(0), count=1)
+    fence_async_shared()
+    gl.warp_specialize([
+        (_pp_consumer, (c_desc, M, N, K, a_ring, b_ring, c0, ready, empty, turn0, turn1, 0,
+                        BM, BN, BK, STAGES, GROUP)),
+        (_pp_consumer, (c_desc, M, N, K, a_ring, b_ring, c1, ready, empty, turn1, turn0, 1,
+                        BM, BN, BK, STAGES, GROUP)),
+        (_pp_load, (a_desc, b_desc, M, N, K, a_ring, b_ring, ready, empty, BM, BN, BK, STAGES,
+                    GROUP)),
+    ], [4, 1], [232, 24])
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(ready.index(i))
+        mbarrier.invalidate(empty.index(i))
+    mbarrier.invalidate(turn0.index(0))
+    mbarrier.invalidate(turn1.index(0))
+# fmt: on
+
+
+# (BM, BN, BK, STAGES) per warpgroup tile: 128x128 (half the shared bytes per flop of the
+# cooperative 128x256's 64x256 warpgroup halves), 64x256 (the cooperative one's halves)
+PP_CONFIGS = [(128, 128, 64, 4), (128, 128, 64, 5), (64, 256, 64, 4), (128, 128, 128, 2)]
+# the shipped (data-parallel, cooperative) best per shape, docs/performance.md 2026-12-04
+SHIPPED = {
+    "8192x8192x8192": (128, 256, 64, 3, 8),
+    "4096x4096x4096": (128, 256, 64, 3, 8),
+    "4096x14336x4096": (128, 256, 64, 3, 8),
+    "4096x4096x14336": (128, 256, 64, 3, 8),
+    "16384x7168x2048": (128, 256, 64, 3, 8),
+    "128x14336x4096": (128, 128, 64, 5, 4),
+    "128x4096x4096": (64, 64, 128, 5, 4),
+}
+
+
+def make_pp_runner(shape, cfg, sms):
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    m, n, k = shape
+    bm, bn, bk, stages = cfg
+    tiles = -(-m // bm) * -(-n // bn)
+    ctas = min(sms, tiles)
+    lay = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    cache = {}
+
+    def run(a, b, c):
+        key = (a.data_ptr(), b.data_ptr(), c.data_ptr())
+        if key not in cache:
+            cache[key] = (
+                TensorDescriptor.from_tensor(a, [bm, bk], lay),
+                TensorDescriptor.from_tensor(b, [bk, bn], lay),
+                TensorDescriptor.from_tensor(c, [bm, bn], lay),
+            )
+        da, db, dc = cache[key]
+        gemm_pingpong[(ctas,)](da, db, dc, m, n, k, bm, bn, bk, stages, 8, num_warps=4)
+
+    return run, {"tiles": tiles, "ctas": ctas}
+
+
+def compile_only() -> int:
+    from argus_plugins.backends.hopper.cubin import report_fields
+    from argus_plugins.backends.hopper.gluon import cross_compile, nvmma_desc_type
+
+    for bm, bn, bk, stages in PP_CONFIGS:
+        sig = {
+            "a_desc": nvmma_desc_type("bf16", bm, bk),
+            "b_desc": nvmma_desc_type("bf16", bk, bn),
+            "c_desc": nvmma_desc_type("bf16", bm, bn),
+            **{s: "i32" for s in ("M", "N", "K")},
+        }
+        consts = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "GROUP": 8}
+        t0 = time.perf_counter()
+        out = cross_compile(gemm_pingpong, sig, consts, 4)
+        rep = report_fields(out.asm["cubin"], out.metadata)
+        keep = {k: rep[k] for k in ("registers", "spills", "shared_bytes")}
+        print(f"{(bm, bn, bk, stages)}: {keep} ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--compile-only", action="store_true")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--graph", action="store_true", help="time CUDA-graph replays of 20 calls")
+    ap.add_argument("--shapes", default=",".join(SHIPPED))
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "pingpong.json"))
+    args = ap.parse_args(argv)
+    if args.compile_only:
+        return compile_only()
+    import torch
+    import triton
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows, table = [], []
+    for name in args.shapes.split(","):
+        m, n, k = (int(v) for v in name.split("x"))
+        sets = [
+            (
+                torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
+                torch.randn(k, n, device="cuda", dtype=torch.bfloat16),
+                torch.empty(m, n, device="cuda", dtype=torch.bfloat16),
+            )
+            for _ in range(3 if m * n * k < 2**33 else 1)
+        ]
+        cands = {}
+        dp, _, _ = make_runner((m, n, k), SHIPPED[name], False, sms, torch)
+        c = SHIPPED[name]
+        cands[f"shipped {c[0]}x{c[1]}x{c[2]} s{c[3]} w{c[4]}"] = (dp, {})
+        for cfg in PP_CONFIGS:
+            run, info = make_pp_runner((m, n, k), cfg, sms)
+            cands[f"pingpong {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]}"] = (run, info)
+        variants = {}
+        for label, (run, info) in cands.items():
+            try:
+                err = 0.0
+                for _trial in range(2):  # fresh inputs, poisoned output, every element checked
+                    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+                    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+                    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+                    run(a, b, out)
+                    torch.cuda.synchronize()
+                    ref = a.float() @ b.float()
+                    err = max(err, ((out.float() - ref).norm() / ref.norm()).item())
+                if not (err < 1e-2):
+                    print(f"{name} {label}: WRONG rel err {err}", flush=True)
+                    rows.append({"shape": name, "variant": label, "error": err, **info})
+                    continue
+                variants[label] = (run, info, err)
+            except Exception as exc:  # a failed variant is reported, the others go on
+                print(f"{name} {label}: FAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+                rows.append({"shape": name, "variant": label, "failed": str(exc)[:500]})
+        variants["cuBLAS"] = (lambda a, b, c: torch.matmul(a, b, out=c), {}, 0.0)
+        times = {v: [] for v in variants}
+        for _round in range(args.rounds):
+            for label, (run, _, _) in variants.items():
+                i = [0]
+
+                def step(run=run, i=i, sets=sets):
+                    a, b, c = sets[i[0] % len(sets)]
+                    i[0] += 1
+                    run(a, b, c)
+
+                if args.graph:
+                    ms = graph_ms(step, torch, triton)
+                else:
+                    ms = triton.testing.do_bench(step, warmup=25, rep=100, return_mode="median")
+                times[label].append(ms)
+        blas = statistics.median(times["cuBLAS"])
+        flops = 2.0 * m * n * k
+        for label, (_, info, err) in variants.items():
+            med = statistics.median(times[label])
+            rows.append(
+                {
+                    "shape": name,
+                    "variant": label,
+                    "ms": times[label],
+                    "median_ms": med,
+                    "tflops": flops / med / 1e9,
+                    "vs_cublas": blas / med,
+                    "error": err,
+                    **info,
+                }
+            )
+            table.append((name, label, med, flops / med / 1e9, blas / med))
+        print(f"{name}: done", flush=True)
+        with open(args.out, "w") as f:
+            meta = {
+                "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+                "device": torch.cuda.get_device_name(0),
+                "sms": sms,
+                "commit": os.environ.get("ARGUS_COMMIT", ""),
+                "triton": triton.__version__,
+                "rounds": args.rounds,
+                "graph": args.graph,
+            }
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    print(f"\n{'shape':18} {'variant':28} {'median ms':>10} {'TFLOP/s':>8} {'cuBLAS/ours':>11}")
+    for name, label, med, tf, ratio in table:
+        print(f"{name:18} {label:28} {med:10.4f} {tf:8.1f} {ratio:11.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
