@@ -199,6 +199,30 @@ def test_the_persistent_attention_is_built_for_non_causal_shapes_only(argus_conf
         stages.family.explicit_kernel(bad, "hopper-gluon", shape)
 
 
+@pytest.mark.parametrize("causal", [0, 1])
+def test_the_planner_offers_the_persistent_attention_where_it_builds_and_fits(argus_config, causal):
+    """The KB entry's `when` keeps persistent=1 to non-causal shapes and, at D128, to two
+    K/V stages (three exceed shared memory): every offered policy builds."""
+    stages = Stages.from_config(
+        argus_config(
+            "+kernel=attention", "tracking=none", "backend=h200", f"kernel.shape.CAUSAL={causal}"
+        ),
+        Registry(default_plugin_manager()),
+    )
+    space = _space(stages)
+    moves = space.actions(space.start(), "explicit_attention_hopper")
+    shape = dict(stages.cfg.kernel.shape)
+    pers = [p for _, p in moves if p.compiler.get("persistent") == 1]
+    if causal:
+        assert not pers and moves
+    else:
+        assert {p.tiles["STAGES"] for p in pers} == {2}
+        assert {p.compiler.get("pingpong") for p in pers} == {0, 1}
+    for _, policy in moves:
+        kernel = stages.family.explicit_kernel(policy, "hopper-gluon", shape)
+        assert kernel.name.endswith("_persistent") == (policy.compiler.get("persistent") == 1)
+
+
 def _space(stages: Stages) -> ActionSpace:
     return ActionSpace.from_ctx(
         {
