@@ -137,6 +137,116 @@ def gemm_pingpong(a_desc, b_desc, c_desc, M, N, K,
 # fmt: on
 
 
+@gluon.jit
+def _de_mma(
+    c_desc, M, N, K, a_ring, b_ring, c_smem, ready, empty, BM: gl.constexpr, BN: gl.constexpr,
+    BK: gl.constexpr, STAGES: gl.constexpr, GROUP: gl.constexpr, NUM_WARPS: gl.constexpr,
+):  # fmt: skip
+    """The shipped cooperative consumer with its epilogue deferred: a finished tile is kept
+    as bf16 registers and written out (shared buffer, TMA store) right after the next tile's
+    first wgmma is issued, so the store runs under that MMA instead of between tiles."""
+    acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, BN, 16]
+    )
+    KST = gl.cdiv(K, BK)
+    num_tiles = gl.cdiv(M, BM) * gl.cdiv(N, BN)
+    first = gl.program_id(0)
+    it = 0
+    prev = gl.zeros((BM, BN), c_desc.dtype, acc_layout)
+    prev_m = 0
+    prev_n = 0
+    for tile in range(first, num_tiles, gl.num_programs(0)):
+        off_m, off_n = _tile_offsets(tile, M, N, BM, BN, GROUP)
+        acc = gl.zeros((BM, BN), gl.float32, acc_layout)
+        mbarrier.wait(ready.index(it % STAGES), it // STAGES % 2)
+        acc = warpgroup_mma(
+            a_ring.index(it % STAGES), b_ring.index(it % STAGES), acc, is_async=True
+        )
+        if tile != first:  # the previous tile out, under this tile's first MMA
+            tma.store_wait(0)
+            c_smem.store(prev)
+            fence_async_shared()
+            tma.async_copy_shared_to_global(c_desc, [prev_m, prev_n], c_smem)
+        acc = warpgroup_mma_wait(1, deps=(acc,))
+        it += 1
+        for _kk in range(1, KST):
+            mbarrier.wait(ready.index(it % STAGES), it // STAGES % 2)
+            acc = warpgroup_mma(
+                a_ring.index(it % STAGES), b_ring.index(it % STAGES), acc, is_async=True
+            )
+            acc = warpgroup_mma_wait(1, deps=(acc,))
+            mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+            it += 1
+        acc = warpgroup_mma_wait(0, deps=(acc,))
+        mbarrier.arrive(empty.index((it + STAGES - 1) % STAGES), count=1)
+        prev = acc.to(c_desc.dtype)
+        prev_m = off_m
+        prev_n = off_n
+    if first < num_tiles:
+        tma.store_wait(0)
+        c_smem.store(prev)
+        fence_async_shared()
+        tma.async_copy_shared_to_global(c_desc, [prev_m, prev_n], c_smem)
+    tma.store_wait(0)
+
+
+# fmt: off
+@gluon.jit
+def gemm_deferred(a_desc, b_desc, c_desc, M, N, K,
+                  BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
+                  GROUP: gl.constexpr, NUM_WARPS: gl.constexpr):
+    layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    a_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], layout)
+    b_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], layout)
+    c_smem = gl.allocate_shared_memory(a_desc.dtype, [BM, BN], layout)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    fence_async_shared()
+    gl.warp_specialize([
+        (_de_mma, (c_desc, M, N, K, a_ring, b_ring, c_smem, ready, empty, BM, BN, BK, STAGES,
+                   GROUP, NUM_WARPS)),
+        (_pp_load, (a_desc, b_desc, M, N, K, a_ring, b_ring, ready, empty, BM, BN, BK, STAGES,
+                    GROUP)),
+    ], [1], [24])
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(ready.index(i))
+        mbarrier.invalidate(empty.index(i))
+# fmt: on
+
+
+# (BM, BN, BK, STAGES, num_warps, GROUP) of the deferred-epilogue kernel
+DE_CONFIGS = [(128, 256, 64, 3, 8, 8), (128, 256, 64, 3, 8, 16)]
+
+
+def make_de_runner(shape, cfg, sms):
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    m, n, k = shape
+    bm, bn, bk, stages, warps, group = cfg
+    tiles = -(-m // bm) * -(-n // bn)
+    ctas = min(sms, tiles)
+    lay = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    cache = {}
+
+    def run(a, b, c):
+        key = (a.data_ptr(), b.data_ptr(), c.data_ptr())
+        if key not in cache:
+            cache[key] = (
+                TensorDescriptor.from_tensor(a, [bm, bk], lay),
+                TensorDescriptor.from_tensor(b, [bk, bn], lay),
+                TensorDescriptor.from_tensor(c, [bm, bn], lay),
+            )
+        da, db, dc = cache[key]
+        gemm_deferred[(ctas,)](
+            da, db, dc, m, n, k, bm, bn, bk, stages, group, warps, num_warps=warps
+        )
+
+    return run, {"tiles": tiles, "ctas": ctas}
+
+
 # (BM, BN, BK, STAGES) per warpgroup tile: 128x128 (half the shared bytes per flop of the
 # cooperative 128x256's 64x256 warpgroup halves), 64x256 (the cooperative one's halves)
 PP_CONFIGS = [(128, 128, 64, 4), (128, 128, 64, 5), (64, 256, 64, 4), (128, 128, 128, 2)]
@@ -193,6 +303,19 @@ def compile_only() -> int:
         rep = report_fields(out.asm["cubin"], out.metadata)
         keep = {k: rep[k] for k in ("registers", "spills", "shared_bytes")}
         print(f"{(bm, bn, bk, stages)}: {keep} ({time.perf_counter() - t0:.1f} s)")
+    for bm, bn, bk, stages, warps, group in DE_CONFIGS:
+        sig = {
+            "a_desc": nvmma_desc_type("bf16", bm, bk),
+            "b_desc": nvmma_desc_type("bf16", bk, bn),
+            "c_desc": nvmma_desc_type("bf16", bm, bn),
+            **{s: "i32" for s in ("M", "N", "K")},
+        }
+        consts = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "GROUP": group}
+        consts["NUM_WARPS"] = warps
+        out = cross_compile(gemm_deferred, sig, consts, warps)
+        rep = report_fields(out.asm["cubin"], out.metadata)
+        keep = {k: rep[k] for k in ("registers", "spills", "shared_bytes")}
+        print(f"deferred {(bm, bn, bk, stages, warps, group)}: {keep}")
     return 0
 
 
@@ -201,6 +324,7 @@ def main(argv=None) -> int:
     ap.add_argument("--compile-only", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--graph", action="store_true", help="time CUDA-graph replays of 20 calls")
+    ap.add_argument("--no-pingpong", dest="pingpong", action="store_false")
     ap.add_argument("--shapes", default=",".join(SHIPPED))
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "pingpong.json"))
     args = ap.parse_args(argv)
@@ -225,7 +349,14 @@ def main(argv=None) -> int:
         dp, _, _ = make_runner((m, n, k), SHIPPED[name], False, sms, torch)
         c = SHIPPED[name]
         cands[f"shipped {c[0]}x{c[1]}x{c[2]} s{c[3]} w{c[4]}"] = (dp, {})
-        for cfg in PP_CONFIGS:
+        if m > 128:  # the deferred epilogue: the large shapes' cooperative kernel
+            for cfg in DE_CONFIGS:
+                run, info = make_de_runner((m, n, k), cfg, sms)
+                cands[f"deferred {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[4]} g{cfg[5]}"] = (
+                    run,
+                    info,
+                )
+        for cfg in PP_CONFIGS if args.pingpong else []:
             run, info = make_pp_runner((m, n, k), cfg, sms)
             cands[f"pingpong {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]}"] = (run, info)
         variants = {}
