@@ -19,11 +19,15 @@ exact: a warpgroup never waits on a stage more than one phase ahead of its last
 completion (without it, warpgroup 1 would wait on phases the producer has not reached and
 an mbarrier's parity cannot tell them from completed ones).
 
+`gemm_deferred` (`--no-pingpong` times it alone): the shipped cooperative kernel with its
+epilogue deferred: a finished tile kept as bf16 registers and written out (shared buffer, TMA
+store) right after the next tile's first wgmma is issued, so the store runs under that MMA.
+
 A hand-written Gluon kernel (the ring, loader and epilogue of `streamk_probe.py`, whose
 data-parallel variant is the shipped schedule), measured before the DSL gets the
 schedule: each variant checked against torch (fresh random inputs, poisoned output), then
 every variant and cuBLAS timed in turn `--rounds` times (median kept). Table printed last;
-`--out` writes JSON.
+`--out` writes JSON. Measured: docs/performance.md (2026-12-05: both schedules lost).
 """
 
 from __future__ import annotations
