@@ -504,6 +504,13 @@ def _time_space(
     timed: dict[str, dict[str, Any]] = {}
     runs: list[tuple[dict[str, Any], Any]] = []  # (entry, run_on): the later rounds'
     prepared = None
+
+    def time_one(run_on, **kw):  # one policy's timing (the inputs prepared once per case)
+        return measure(
+            family, run_on, case.shape, "bf16", 0, l2_bytes, warmup_ms=5, rep_ms=20,
+            prepared=prepared, **kw,
+        )  # fmt: skip
+
     result: dict[str, Any] = {"tried": tried, "best": None, "space_size": len(case.policies)}
     case.result = result
     for i, (p, fut) in enumerate(zip(case.policies, futures)):
@@ -537,19 +544,7 @@ def _time_space(
                 prepared = prepare(family, case.shape, "bf16", 0, l2_bytes)
             kernels = lower_all(family, tiles, compiler)
             run_on = runner(family, kernels, tiles, compiler)
-            entry.update(
-                measure(
-                    family,
-                    run_on,
-                    case.shape,
-                    "bf16",
-                    0,
-                    l2_bytes,
-                    warmup_ms=5,
-                    rep_ms=20,
-                    prepared=prepared,
-                )
-            )
+            entry.update(time_one(run_on))
             result["baselines"] = dict(entry.pop("baselines", None) or {})
             timed[w["digest"]] = entry
             if entry.get("ms"):
@@ -565,18 +560,7 @@ def _time_space(
             result["rounds_cut"] = f"--time-limit reached before round {r + 1} of {repeat}"
             break
         for entry, run_on in runs:
-            again = measure(
-                family,
-                run_on,
-                case.shape,
-                "bf16",
-                0,
-                l2_bytes,
-                warmup_ms=5,
-                rep_ms=20,
-                with_baselines=False,
-                prepared=prepared,
-            )
+            again = time_one(run_on, with_baselines=False)
             entry.setdefault("ms_rounds", [entry["ms"]]).append(again.get("ms"))
     for entry, _ in runs:
         _median_of_rounds(entry)
@@ -588,7 +572,7 @@ def _time_space(
     runs.clear()
     if prepared is not None:
         result["input_builds"] = prepared.builds
-    del prepared
+    prepared = None  # the inputs freed (time_one is not called after this)
     torch.cuda.empty_cache()
     _finish(result)
     return result

@@ -32,14 +32,18 @@ every variant and cuBLAS timed in turn `--rounds` times (median kept). Table pri
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import statistics
 import sys
-import time
 
-from streamk_probe import _load_steps, _store_tile, _tile_offsets, graph_ms, make_runner
+from streamk_probe import (
+    _load_steps,
+    _store_tile,
+    _tile_offsets,
+    compile_report,
+    desc_launcher,
+    probe_args,
+    run_shapes,
+    shipped_candidate,
+)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -226,29 +230,18 @@ DE_CONFIGS = [(128, 256, 64, 3, 8, 8), (128, 256, 64, 3, 8, 16)]
 
 
 def make_de_runner(shape, cfg, sms):
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
     m, n, k = shape
     bm, bn, bk, stages, warps, group = cfg
     tiles = -(-m // bm) * -(-n // bn)
     ctas = min(sms, tiles)
-    lay = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    cache = {}
 
-    def run(a, b, c):
-        key = (a.data_ptr(), b.data_ptr(), c.data_ptr())
-        if key not in cache:
-            cache[key] = (
-                TensorDescriptor.from_tensor(a, [bm, bk], lay),
-                TensorDescriptor.from_tensor(b, [bk, bn], lay),
-                TensorDescriptor.from_tensor(c, [bm, bn], lay),
-            )
-        da, db, dc = cache[key]
+    def launch(da, db, dc):
         gemm_deferred[(ctas,)](
             da, db, dc, m, n, k, bm, bn, bk, stages, group, warps, num_warps=warps
         )
 
-    return run, {"tiles": tiles, "ctas": ctas}
+    run = desc_launcher(launch, (bm, bk), (bk, bn), (bm, bn))
+    return run, {"tiles": tiles, "ctas": ctas}, None
 
 
 # (BM, BN, BK, STAGES) per warpgroup tile: 128x128 (half the shared bytes per flop of the
@@ -267,171 +260,63 @@ SHIPPED = {
 
 
 def make_pp_runner(shape, cfg, sms):
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
     m, n, k = shape
     bm, bn, bk, stages = cfg
     tiles = -(-m // bm) * -(-n // bn)
     ctas = min(sms, tiles)
-    lay = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    cache = {}
 
-    def run(a, b, c):
-        key = (a.data_ptr(), b.data_ptr(), c.data_ptr())
-        if key not in cache:
-            cache[key] = (
-                TensorDescriptor.from_tensor(a, [bm, bk], lay),
-                TensorDescriptor.from_tensor(b, [bk, bn], lay),
-                TensorDescriptor.from_tensor(c, [bm, bn], lay),
-            )
-        da, db, dc = cache[key]
+    def launch(da, db, dc):
         gemm_pingpong[(ctas,)](da, db, dc, m, n, k, bm, bn, bk, stages, 8, num_warps=4)
 
-    return run, {"tiles": tiles, "ctas": ctas}
+    run = desc_launcher(launch, (bm, bk), (bk, bn), (bm, bn))
+    return run, {"tiles": tiles, "ctas": ctas}, None
 
 
 def compile_only() -> int:
-    from argus_plugins.backends.hopper.cubin import report_fields
-    from argus_plugins.backends.hopper.gluon import cross_compile, nvmma_desc_type
+    from argus_plugins.backends.hopper.gluon import nvmma_desc_type
+
+    def sig(bm, bn, bk):
+        return {
+            "a_desc": nvmma_desc_type("bf16", bm, bk),
+            "b_desc": nvmma_desc_type("bf16", bk, bn),
+            "c_desc": nvmma_desc_type("bf16", bm, bn),
+            **{s: "i32" for s in ("M", "N", "K")},
+        }
 
     for bm, bn, bk, stages in PP_CONFIGS:
-        sig = {
-            "a_desc": nvmma_desc_type("bf16", bm, bk),
-            "b_desc": nvmma_desc_type("bf16", bk, bn),
-            "c_desc": nvmma_desc_type("bf16", bm, bn),
-            **{s: "i32" for s in ("M", "N", "K")},
-        }
         consts = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "GROUP": 8}
-        t0 = time.perf_counter()
-        out = cross_compile(gemm_pingpong, sig, consts, 4)
-        rep = report_fields(out.asm["cubin"], out.metadata)
-        keep = {k: rep[k] for k in ("registers", "spills", "shared_bytes")}
-        print(f"{(bm, bn, bk, stages)}: {keep} ({time.perf_counter() - t0:.1f} s)")
+        rep = compile_report(gemm_pingpong, sig(bm, bn, bk), consts, 4)
+        rep.pop("ptx")
+        print(f"{(bm, bn, bk, stages)}: {rep}")
     for bm, bn, bk, stages, warps, group in DE_CONFIGS:
-        sig = {
-            "a_desc": nvmma_desc_type("bf16", bm, bk),
-            "b_desc": nvmma_desc_type("bf16", bk, bn),
-            "c_desc": nvmma_desc_type("bf16", bm, bn),
-            **{s: "i32" for s in ("M", "N", "K")},
-        }
         consts = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "GROUP": group}
         consts["NUM_WARPS"] = warps
-        out = cross_compile(gemm_deferred, sig, consts, warps)
-        rep = report_fields(out.asm["cubin"], out.metadata)
-        keep = {k: rep[k] for k in ("registers", "spills", "shared_bytes")}
-        print(f"deferred {(bm, bn, bk, stages, warps, group)}: {keep}")
+        rep = compile_report(gemm_deferred, sig(bm, bn, bk), consts, warps)
+        rep.pop("ptx")
+        print(f"deferred {(bm, bn, bk, stages, warps, group)}: {rep}")
     return 0
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--compile-only", action="store_true")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--graph", action="store_true", help="time CUDA-graph replays of 20 calls")
+    ap, argv = probe_args(__doc__, SHIPPED, "pingpong.json", 5, False, argv)
     ap.add_argument("--no-pingpong", dest="pingpong", action="store_false")
-    ap.add_argument("--shapes", default=",".join(SHIPPED))
-    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "pingpong.json"))
     args = ap.parse_args(argv)
     if args.compile_only:
         return compile_only()
-    import torch
-    import triton
 
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows, table = [], []
-    for name in args.shapes.split(","):
-        m, n, k = (int(v) for v in name.split("x"))
-        sets = [
-            (
-                torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
-                torch.randn(k, n, device="cuda", dtype=torch.bfloat16),
-                torch.empty(m, n, device="cuda", dtype=torch.bfloat16),
-            )
-            for _ in range(3 if m * n * k < 2**33 else 1)
-        ]
-        cands = {}
-        dp, _, _ = make_runner((m, n, k), SHIPPED[name], False, sms, torch)
-        c = SHIPPED[name]
-        cands[f"shipped {c[0]}x{c[1]}x{c[2]} s{c[3]} w{c[4]}"] = (dp, {})
-        if m > 128:  # the deferred epilogue: the large shapes' cooperative kernel
+    def build(name, shape, sms, torch, rows):
+        cands = shipped_candidate(SHIPPED[name], shape, sms, torch)
+        if shape[0] > 128:  # the deferred epilogue: the large shapes' cooperative kernel
             for cfg in DE_CONFIGS:
-                run, info = make_de_runner((m, n, k), cfg, sms)
-                cands[f"deferred {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[4]} g{cfg[5]}"] = (
-                    run,
-                    info,
-                )
+                label = f"deferred {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[4]} g{cfg[5]}"
+                cands[label] = make_de_runner(shape, cfg, sms)
         for cfg in PP_CONFIGS if args.pingpong else []:
-            run, info = make_pp_runner((m, n, k), cfg, sms)
-            cands[f"pingpong {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]}"] = (run, info)
-        variants = {}
-        for label, (run, info) in cands.items():
-            try:
-                err = 0.0
-                for _trial in range(2):  # fresh inputs, poisoned output, every element checked
-                    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-                    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-                    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-                    run(a, b, out)
-                    torch.cuda.synchronize()
-                    ref = a.float() @ b.float()
-                    err = max(err, ((out.float() - ref).norm() / ref.norm()).item())
-                if not (err < 1e-2):
-                    print(f"{name} {label}: WRONG rel err {err}", flush=True)
-                    rows.append({"shape": name, "variant": label, "error": err, **info})
-                    continue
-                variants[label] = (run, info, err)
-            except Exception as exc:  # a failed variant is reported, the others go on
-                print(f"{name} {label}: FAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True)
-                rows.append({"shape": name, "variant": label, "failed": str(exc)[:500]})
-        variants["cuBLAS"] = (lambda a, b, c: torch.matmul(a, b, out=c), {}, 0.0)
-        times = {v: [] for v in variants}
-        for _round in range(args.rounds):
-            for label, (run, _, _) in variants.items():
-                i = [0]
-
-                def step(run=run, i=i, sets=sets):
-                    a, b, c = sets[i[0] % len(sets)]
-                    i[0] += 1
-                    run(a, b, c)
-
-                if args.graph:
-                    ms = graph_ms(step, torch, triton)
-                else:
-                    ms = triton.testing.do_bench(step, warmup=25, rep=100, return_mode="median")
-                times[label].append(ms)
-        blas = statistics.median(times["cuBLAS"])
-        flops = 2.0 * m * n * k
-        for label, (_, info, err) in variants.items():
-            med = statistics.median(times[label])
-            rows.append(
-                {
-                    "shape": name,
-                    "variant": label,
-                    "ms": times[label],
-                    "median_ms": med,
-                    "tflops": flops / med / 1e9,
-                    "vs_cublas": blas / med,
-                    "error": err,
-                    **info,
-                }
+            cands[f"pingpong {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]}"] = make_pp_runner(
+                shape, cfg, sms
             )
-            table.append((name, label, med, flops / med / 1e9, blas / med))
-        print(f"{name}: done", flush=True)
-        with open(args.out, "w") as f:
-            meta = {
-                "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-                "device": torch.cuda.get_device_name(0),
-                "sms": sms,
-                "commit": os.environ.get("ARGUS_COMMIT", ""),
-                "triton": triton.__version__,
-                "rounds": args.rounds,
-                "graph": args.graph,
-            }
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    print(f"\n{'shape':18} {'variant':28} {'median ms':>10} {'TFLOP/s':>8} {'cuBLAS/ours':>11}")
-    for name, label, med, tf, ratio in table:
-        print(f"{name:18} {label:28} {med:10.4f} {tf:8.1f} {ratio:11.3f}")
-    return 0
+        return cands
+
+    return run_shapes(args, build, trials=2)
 
 
 if __name__ == "__main__":

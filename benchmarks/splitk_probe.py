@@ -25,14 +25,18 @@ calls (`--plain`: plain launches). Table printed last; `--out` writes JSON.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import statistics
 import sys
-import time
 
-from streamk_probe import _load_steps, _mma_steps, _tile_offsets, graph_ms, make_runner
+from streamk_probe import (
+    _load_steps,
+    _mma_steps,
+    _tile_offsets,
+    compile_report,
+    desc_launcher,
+    probe_args,
+    run_shapes,
+    shipped_candidate,
+)
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
@@ -145,8 +149,6 @@ SHIPPED = {"128x4096x4096": (64, 64, 128, 5, 4), "128x14336x4096": (128, 128, 64
 
 
 def make_sk_runner(shape, cfg, sms, torch):
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
     m, n, k = shape
     bm, bn, bk, stages, split, warps = cfg
     tiles = -(-m // bm) * -(-n // bn)
@@ -154,27 +156,18 @@ def make_sk_runner(shape, cfg, sms, torch):
         raise ValueError(f"{tiles} tiles x SPLIT {split} > {sms} SMs: not all CTAs resident")
     ws = torch.empty(tiles * split * bm * bn, device="cuda", dtype=torch.float32)
     cnt = torch.zeros(2 * tiles, device="cuda", dtype=torch.int32)
-    lay = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    cache = {}
 
-    def run(a, b, c):
-        key = (a.data_ptr(), b.data_ptr())
-        if key not in cache:
-            cache[key] = (
-                TensorDescriptor.from_tensor(a, [bm, bk], lay),
-                TensorDescriptor.from_tensor(b, [bk, bn], lay),
-            )
-        da, db = cache[key]
+    def launch(da, db, c):
         gemm_splitk[(tiles * split,)](
             da, db, c, ws, cnt, m, n, k, bm, bn, bk, stages, split, 8, warps, num_warps=warps
         )
 
+    run = desc_launcher(launch, (bm, bk), (bk, bn))
     return run, {"tiles": tiles, "ctas": tiles * split}, cnt
 
 
 def compile_only() -> int:
-    from argus_plugins.backends.hopper.cubin import report_fields
-    from argus_plugins.backends.hopper.gluon import cross_compile, nvmma_desc_type
+    from argus_plugins.backends.hopper.gluon import nvmma_desc_type
 
     for cfgs in SK_CONFIGS.values():
         for bm, bn, bk, stages, split, warps in cfgs:
@@ -188,118 +181,30 @@ def compile_only() -> int:
             }
             consts = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "SPLIT": split}
             consts.update(GROUP=8, NUM_WARPS=warps)
-            out = cross_compile(gemm_splitk, sig, consts, warps)
-            rep = report_fields(out.asm["cubin"], out.metadata)
-            keep = {k: rep[k] for k in ("registers", "spills", "shared_bytes")}
-            print(f"{(bm, bn, bk, stages, split, warps)}: {keep}")
+            rep = compile_report(gemm_splitk, sig, consts, warps)
+            rep.pop("ptx")
+            print(f"{(bm, bn, bk, stages, split, warps)}: {rep}")
     return 0
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--compile-only", action="store_true")
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--plain", action="store_true", help="time plain launches, not graph replays")
-    ap.add_argument("--shapes", default=",".join(SK_CONFIGS))
-    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "splitk.json"))
+    ap, argv = probe_args(__doc__, SK_CONFIGS, "splitk.json", 7, True, argv)
     args = ap.parse_args(argv)
     if args.compile_only:
         return compile_only()
-    import torch
-    import triton
 
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows, table = [], []
-    for name in args.shapes.split(","):
-        m, n, k = (int(v) for v in name.split("x"))
-        sets = [
-            (
-                torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
-                torch.randn(k, n, device="cuda", dtype=torch.bfloat16),
-                torch.empty(m, n, device="cuda", dtype=torch.bfloat16),
-            )
-            for _ in range(3)
-        ]
-        dp, _, _ = make_runner((m, n, k), SHIPPED[name], False, sms, torch)
-        c = SHIPPED[name]
-        cands = {f"shipped {c[0]}x{c[1]}x{c[2]} s{c[3]} w{c[4]}": (dp, {}, None)}
+    def build(name, shape, sms, torch, rows):
+        cands = shipped_candidate(SHIPPED[name], shape, sms, torch)
         for cfg in SK_CONFIGS[name]:
             label = f"splitK{cfg[4]} {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[5]}"
             try:
-                cands[label] = make_sk_runner((m, n, k), cfg, sms, torch)
-            except Exception as exc:
-                print(f"{name} {label}: FAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True)
-                rows.append({"shape": name, "variant": label, "failed": str(exc)[:500]})
-        variants = {}
-        for label, (run, info, cnt) in cands.items():
-            try:
-                err = 0.0
-                for _trial in range(3):  # fresh inputs, poisoned output, every element checked
-                    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-                    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-                    out = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-                    run(a, b, out)
-                    torch.cuda.synchronize()
-                    ref = a.float() @ b.float()
-                    err = max(err, ((out.float() - ref).norm() / ref.norm()).item())
-                left = 0 if cnt is None else int(cnt.abs().sum().item())
-                if not (err < 1e-2) or left:
-                    print(f"{name} {label}: WRONG rel err {err} counters {left}", flush=True)
-                    rows.append({"shape": name, "variant": label, "error": err, **info})
-                    continue
-                variants[label] = (run, info, err)
-            except Exception as exc:  # a failed variant is reported, the others go on
-                print(f"{name} {label}: FAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True)
-                rows.append({"shape": name, "variant": label, "failed": str(exc)[:500]})
-        variants["cuBLAS"] = (lambda a, b, c: torch.matmul(a, b, out=c), {}, 0.0)
-        times = {v: [] for v in variants}
-        for _round in range(args.rounds):
-            for label, (run, _, _) in variants.items():
-                i = [0]
+                cands[label] = make_sk_runner(shape, cfg, sms, torch)
+            except ValueError as exc:  # a grid that cannot be resident: reported, not run
+                print(f"{name} {label}: FAILED {exc}", flush=True)
+                rows.append({"shape": name, "variant": label, "failed": str(exc)})
+        return cands
 
-                def step(run=run, i=i, sets=sets):
-                    a, b, c = sets[i[0] % len(sets)]
-                    i[0] += 1
-                    run(a, b, c)
-
-                if args.plain:
-                    ms = triton.testing.do_bench(step, warmup=25, rep=100, return_mode="median")
-                else:
-                    ms = graph_ms(step, torch, triton)
-                times[label].append(ms)
-        blas = statistics.median(times["cuBLAS"])
-        flops = 2.0 * m * n * k
-        for label, (_, info, err) in variants.items():
-            med = statistics.median(times[label])
-            rows.append(
-                {
-                    "shape": name,
-                    "variant": label,
-                    "ms": times[label],
-                    "median_ms": med,
-                    "tflops": flops / med / 1e9,
-                    "vs_cublas": blas / med,
-                    "error": err,
-                    **info,
-                }
-            )
-            table.append((name, label, med, flops / med / 1e9, blas / med))
-        print(f"{name}: done", flush=True)
-        with open(args.out, "w") as f:
-            meta = {
-                "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-                "device": torch.cuda.get_device_name(0),
-                "sms": sms,
-                "commit": os.environ.get("ARGUS_COMMIT", ""),
-                "triton": triton.__version__,
-                "rounds": args.rounds,
-                "graph": not args.plain,
-            }
-            json.dump({"meta": meta, "rows": rows}, f, indent=1)
-    print(f"\n{'shape':18} {'variant':28} {'median ms':>10} {'TFLOP/s':>8} {'cuBLAS/ours':>11}")
-    for name, label, med, tf, ratio in table:
-        print(f"{name:18} {label:28} {med:10.4f} {tf:8.1f} {ratio:11.3f}")
-    return 0
+    return run_shapes(args, build)
 
 
 if __name__ == "__main__":

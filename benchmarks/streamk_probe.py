@@ -269,8 +269,6 @@ EXTRA = {  # more tiles to try under stream-K (its balance changes which tile is
 
 
 def make_runner(shape: tuple[int, int, int], cfg: tuple, stream_k: bool, sms: int, torch):
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
     m, n, k = shape
     bm, bn, bk, stages, warps = cfg
     tiles = math.ceil(m / bm) * math.ceil(n / bn)
@@ -279,38 +277,14 @@ def make_runner(shape: tuple[int, int, int], cfg: tuple, stream_k: bool, sms: in
     dp, sk_iters = schedule(tiles, k_steps, ctas, stream_k)
     ws = torch.empty(ctas * bm * bn, device="cuda", dtype=torch.float32)
     flags = torch.zeros(ctas, device="cuda", dtype=torch.int32)
-    lay = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    cache = {}
 
-    def run(a, b, c):
-        key = (a.data_ptr(), b.data_ptr(), c.data_ptr())
-        if key not in cache:
-            cache[key] = (
-                TensorDescriptor.from_tensor(a, [bm, bk], lay),
-                TensorDescriptor.from_tensor(b, [bk, bn], lay),
-                TensorDescriptor.from_tensor(c, [bm, bn], lay),
-            )
-        da, db, dc = cache[key]
+    def launch(da, db, dc):
         gemm_streamk[(ctas,)](
-            da,
-            db,
-            dc,
-            ws,
-            flags,
-            m,
-            n,
-            k,
-            dp,
-            sk_iters,
-            bm,
-            bn,
-            bk,
-            stages,
-            8,
-            warps,
+            da, db, dc, ws, flags, m, n, k, dp, sk_iters, bm, bn, bk, stages, 8, warps,
             num_warps=warps,
-        )
+        )  # fmt: skip
 
+    run = desc_launcher(launch, (bm, bk), (bk, bn), (bm, bn))
     return run, {"tiles": tiles, "ctas": ctas, "dp_tiles": dp, "sk_iters": sk_iters}, flags
 
 
@@ -331,12 +305,179 @@ def graph_ms(step, torch, triton) -> float:
     return triton.testing.do_bench(g.replay, warmup=25, rep=100, return_mode="median") / REPLAYS
 
 
+def input_sets(m: int, n: int, k: int, torch) -> list[tuple]:
+    """Rotating (a, b, c) bf16 sets for timing: three below 2^33 MACs, one above."""
+    return [
+        (
+            torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
+            torch.randn(k, n, device="cuda", dtype=torch.bfloat16),
+            torch.empty(m, n, device="cuda", dtype=torch.bfloat16),
+        )
+        for _ in range(3 if m * n * k < 2**33 else 1)
+    ]
+
+
+def measure_shape(name, cands, rounds, graph, torch, triton, rows, table, trials=3) -> None:
+    """Check each candidate of shape `name` (label -> (run, info, counters or None)) on
+    `trials` fresh input sets against torch (poisoned output, every element; counters must
+    be back to zero), then time the correct ones and cuBLAS in turn `rounds` times (CUDA-graph
+    replays when `graph`, else plain launches). Appends a JSON row per variant to `rows`
+    (failures too) and (shape, label, median ms, TFLOP/s, cuBLAS/ours) to `table`."""
+    m, n, k = (int(v) for v in name.split("x"))
+    variants = {}
+    for label, (run, info, counters) in cands.items():
+        try:
+            err = 0.0
+            for _trial in range(trials):
+                a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+                b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+                c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+                run(a, b, c)
+                torch.cuda.synchronize()
+                ref = a.float() @ b.float()
+                err = max(err, ((c.float() - ref).norm() / ref.norm()).item())
+            left = 0 if counters is None else int(counters.abs().sum().item())
+            if not (err < 1e-2) or left:
+                print(f"{name} {label}: WRONG rel err {err} counters {left}", flush=True)
+                rows.append({"shape": name, "variant": label, "error": err, **info})
+                continue
+            variants[label] = (run, info, err)
+        except Exception as exc:  # a failed variant is reported, the others go on
+            print(f"{name} {label}: FAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+            rows.append({"shape": name, "variant": label, "failed": str(exc)[:500]})
+    variants["cuBLAS"] = (lambda a, b, c: torch.matmul(a, b, out=c), {}, 0.0)
+    sets = input_sets(m, n, k, torch)
+    times = {v: [] for v in variants}
+    for _round in range(rounds):  # alternate: each variant once per round, rotating inputs
+        for label, (run, _, _) in variants.items():
+            i = [0]
+
+            def step(run=run, i=i):
+                a, b, c = sets[i[0] % len(sets)]
+                i[0] += 1
+                run(a, b, c)
+
+            if graph:
+                ms = graph_ms(step, torch, triton)
+            else:
+                ms = triton.testing.do_bench(step, warmup=25, rep=100, return_mode="median")
+            times[label].append(ms)
+    blas = statistics.median(times["cuBLAS"])
+    flops = 2.0 * m * n * k
+    for label, (_, info, err) in variants.items():
+        med = statistics.median(times[label])
+        rows.append(
+            {
+                "shape": name,
+                "variant": label,
+                "ms": times[label],
+                "median_ms": med,
+                "tflops": flops / med / 1e9,
+                "vs_cublas": blas / med,
+                "error": err,
+                **info,
+            }
+        )
+        table.append((name, label, med, flops / med / 1e9, blas / med))
+    print(f"{name}: done", flush=True)
+
+
+def write_results(path: str, rows: list, rounds: int, graph: bool, torch, triton) -> None:
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "device": torch.cuda.get_device_name(0),
+        "sms": torch.cuda.get_device_properties(0).multi_processor_count,
+        "commit": os.environ.get("ARGUS_COMMIT", ""),
+        "triton": triton.__version__,
+        "rounds": rounds,
+        "graph": graph,
+    }
+    with open(path, "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+
+
+def print_table(table: list) -> None:
+    print(f"\n{'shape':18} {'variant':28} {'median ms':>10} {'TFLOP/s':>8} {'cuBLAS/ours':>11}")
+    for name, label, med, tf, ratio in table:
+        print(f"{name:18} {label:28} {med:10.4f} {tf:8.1f} {ratio:11.3f}")
+
+
+def desc_launcher(launch, block_a, block_b, block_c=None):
+    """`run(a, b, c)` calling `launch(da, db, dc_or_c)` with TMA descriptors of a, b (and c
+    when `block_c` is given; else c itself), built once per input set."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    lay = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
+    cache = {}
+
+    def run(a, b, c):
+        key = (a.data_ptr(), b.data_ptr(), c.data_ptr())
+        if key not in cache:
+            cache[key] = (
+                TensorDescriptor.from_tensor(a, list(block_a), lay),
+                TensorDescriptor.from_tensor(b, list(block_b), lay),
+                c if block_c is None else TensorDescriptor.from_tensor(c, list(block_c), lay),
+            )
+        launch(*cache[key])
+
+    return run
+
+
+def shipped_candidate(cfg: tuple, shape, sms: int, torch) -> dict:
+    """{label: (run, info, flags)} of the shipped data-parallel schedule at `cfg`."""
+    label = f"shipped {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[4]}"
+    return {label: make_runner(shape, cfg, False, sms, torch)}
+
+
+def probe_args(doc: str, shapes, out_name: str, rounds: int, graph_default: bool, argv=None):
+    """The probes' common command line: --compile-only, --rounds, --shapes, --out, and
+    --graph (when plain launches are the default) or --plain (when graph replays are)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--compile-only", action="store_true")
+    ap.add_argument("--rounds", type=int, default=rounds)
+    if graph_default:
+        ap.add_argument("--plain", dest="graph", action="store_false", help="plain launches")
+    else:
+        ap.add_argument("--graph", action="store_true", help="CUDA-graph replays of 20 calls")
+    ap.add_argument("--shapes", default=",".join(shapes))
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), out_name))
+    return ap, argv
+
+
+def run_shapes(args, build, trials: int = 3) -> int:
+    """For each of `args.shapes`: `build(name, (m, n, k), sms, torch, rows)` gives the
+    candidates (label -> (run, info, counters or None)); check and time them
+    (`measure_shape`), write the JSON after each shape, print the table last."""
+    import torch
+    import triton
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows, table = [], []
+    for name in args.shapes.split(","):
+        shape = tuple(int(v) for v in name.split("x"))
+        cands = build(name, shape, sms, torch, rows)
+        measure_shape(name, cands, args.rounds, args.graph, torch, triton, rows, table, trials)
+        write_results(args.out, rows, args.rounds, args.graph, torch, triton)
+    print_table(table)
+    return 0
+
+
+def compile_report(fn, sig: dict, consts: dict, warps: int) -> dict:
+    """Cross-compile a probe kernel for sm_90 (no GPU): registers, spills, shared bytes, and
+    the PTX (for callers that look for instructions in it)."""
+    from argus_plugins.backends.hopper.cubin import report_fields
+    from argus_plugins.backends.hopper.gluon import cross_compile
+
+    out = cross_compile(fn, sig, consts, warps)
+    rep = report_fields(out.asm["cubin"], out.metadata)
+    return {**{k: rep[k] for k in ("registers", "spills", "shared_bytes")}, "ptx": out.asm["ptx"]}
+
+
 def compile_config(cfg: tuple) -> dict:
     """Cross-compile one (BM, BN, BK, STAGES, num_warps) for sm_90 (no GPU): registers,
     spills and shared bytes from the cubin, and whether the PTX holds the fixup protocol
     (a release exchange publishing a partial, an acquire load polling for it)."""
-    from argus_plugins.backends.hopper.cubin import report_fields
-    from argus_plugins.backends.hopper.gluon import cross_compile, nvmma_desc_type
+    from argus_plugins.backends.hopper.gluon import nvmma_desc_type
 
     bm, bn, bk, stages, warps = cfg
     sig = {"a_desc": nvmma_desc_type("bf16", bm, bk), "b_desc": nvmma_desc_type("bf16", bk, bn)}
@@ -344,11 +485,10 @@ def compile_config(cfg: tuple) -> dict:
     sig.update({"ws": "*fp32", "flags": "*i32"})
     sig.update({s: "i32" for s in ("M", "N", "K", "DP_TILES", "SK_ITERS")})
     consts = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "GROUP": 8, "NUM_WARPS": warps}
-    out = cross_compile(gemm_streamk, sig, consts, warps)
-    rep = report_fields(out.asm["cubin"], out.metadata)
-    ptx = out.asm["ptx"]
+    rep = compile_report(gemm_streamk, sig, consts, warps)
+    ptx = rep.pop("ptx")
     return {
-        **{k: rep[k] for k in ("registers", "spills", "shared_bytes")},
+        **rep,
         "release": "atom.global.gpu.release.exch" in ptx,
         "acquire": "ld.global.gpu.acquire" in ptx,
     }
@@ -364,113 +504,20 @@ def compile_only() -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--compile-only", action="store_true")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--plain", action="store_true", help="time plain launches, not graph replays")
-    ap.add_argument("--shapes", default=",".join(SHAPES))
-    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "streamk_probe.json"))
+    ap, argv = probe_args(__doc__, SHAPES, "streamk_probe.json", 5, True, argv)
     args = ap.parse_args(argv)
     if args.compile_only:
         return compile_only()
-    import torch
-    import triton
 
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows, table = [], []
-    for name in args.shapes.split(","):
-        m, n, k = (int(v) for v in name.split("x"))
-        sets = [
-            (
-                torch.randn(m, k, device="cuda", dtype=torch.bfloat16),
-                torch.randn(k, n, device="cuda", dtype=torch.bfloat16),
-                torch.empty(m, n, device="cuda", dtype=torch.bfloat16),
-            )
-            for _ in range(3 if m * n * k < 2**33 else 1)
-        ]
-        variants = {}
+    def build(name, shape, sms, torch, rows):
+        cands = {}
         for cfg in [SHAPES[name], *EXTRA.get(name, [])]:
             for sk in (False, True):
                 label = f"{'SK' if sk else 'DP'} {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[4]}"
-                try:
-                    run, info, flags = make_runner((m, n, k), cfg, sk, sms, torch)
-                    err = None
-                    for _trial in range(3):  # fresh inputs, poisoned output, every element checked
-                        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-                        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-                        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-                        run(a, b, c)
-                        torch.cuda.synchronize()
-                        ref = a.float() @ b.float()
-                        e = ((c.float() - ref).norm() / ref.norm()).item()
-                        err = e if err is None else max(err, e)
-                    if not (err < 1e-2) or int(flags.sum().item()) != 0:
-                        print(
-                            f"{name} {label}: WRONG rel err {err} flags {int(flags.sum().item())}",
-                            flush=True,
-                        )
-                        rows.append({"shape": name, "variant": label, "error": err, **info})
-                        continue
-                    variants[label] = (run, info, err)
-                except Exception as exc:  # a failed variant is reported, the others go on
-                    print(
-                        f"{name} {label}: FAILED {type(exc).__name__}: {str(exc)[:300]}", flush=True
-                    )
-                    rows.append({"shape": name, "variant": label, "failed": str(exc)[:500]})
-        variants["cuBLAS"] = (lambda a, b, c: torch.matmul(a, b, out=c), {}, 0.0)
-        times = {v: [] for v in variants}
-        for _round in range(args.rounds):  # alternate: each variant once per round, rotating inputs
-            for label, (run, _, _) in variants.items():
-                i = [0]
+                cands[label] = make_runner(shape, cfg, sk, sms, torch)
+        return cands
 
-                def step(run=run, i=i, sets=sets):
-                    a, b, c = sets[i[0] % len(sets)]
-                    i[0] += 1
-                    run(a, b, c)
-
-                if args.plain:
-                    ms = triton.testing.do_bench(step, warmup=25, rep=100, return_mode="median")
-                else:
-                    ms = graph_ms(step, torch, triton)
-                times[label].append(ms)
-        blas = statistics.median(times["cuBLAS"])
-        flops = 2.0 * m * n * k
-        for label, (_, info, err) in variants.items():
-            med = statistics.median(times[label])
-            rows.append(
-                {
-                    "shape": name,
-                    "variant": label,
-                    "ms": times[label],
-                    "median_ms": med,
-                    "tflops": flops / med / 1e9,
-                    "vs_cublas": blas / med,
-                    "error": err,
-                    **info,
-                }
-            )
-            table.append((name, label, med, flops / med / 1e9, blas / med))
-        print(f"{name}: done", flush=True)
-        with open(args.out, "w") as f:
-            json.dump(
-                {
-                    "meta": {
-                        "date": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-                        "device": torch.cuda.get_device_name(0),
-                        "sms": sms,
-                        "commit": os.environ.get("ARGUS_COMMIT", ""),
-                        "triton": triton.__version__,
-                        "rounds": args.rounds,
-                    },
-                    "rows": rows,
-                },
-                f,
-                indent=1,
-            )
-    print(f"\n{'shape':18} {'variant':28} {'median ms':>10} {'TFLOP/s':>8} {'cuBLAS/ours':>11}")
-    for name, label, med, tf, ratio in table:
-        print(f"{name:18} {label:28} {med:10.4f} {tf:8.1f} {ratio:11.3f}")
-    return 0
+    return run_shapes(args, build)
 
 
 if __name__ == "__main__":
