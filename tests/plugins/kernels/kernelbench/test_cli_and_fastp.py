@@ -20,7 +20,7 @@ CANDIDATES = Path(__file__).with_name("candidates")
 def test_cli_runs_a_task_and_tracks_it_in_sqlite(run_argus, tmp_path):
     store = tmp_path / "mlflow.db"
     proc = run_argus(
-        "+kernel=kernelbench", f"kernel.path={TASKS}", "kernel.task=level1/1", "budget=2",
+        "+kernel=kernelbench", f"kernel.path={TASKS}", "kernel.task=level1/1", "budget=1",
         "progress=off", f"tracking.uri=sqlite:///{store}",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]

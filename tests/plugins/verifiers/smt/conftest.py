@@ -8,6 +8,9 @@ helpers verify for `mi300x` (64-lane wavefronts) unless told otherwise.
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import os
 import pathlib
 import re
 
@@ -88,6 +91,55 @@ def cause_rank(cex: dict, path: pathlib.Path) -> int | None:
         if c["lines"][0] <= line <= c["lines"][1]:
             return n
     return None
+
+
+class CauseRanks:
+    """Where each planted bug's mistake ranks in its counterexample's causes, as the family's
+    own planted-bug test found it: test_corpus's likely-cause census reads these instead of
+    verifying every planted bug a second time (it verifies any bug not recorded yet, e.g.
+    run alone). Shared by the session's xdist workers through a directory of theirs (keyed
+    by the file's text), so only what the same verify call returned is reused."""
+
+    def __init__(self, root: pathlib.Path) -> None:
+        self.root = root
+
+    def _file(self, path: pathlib.Path) -> pathlib.Path:
+        key = hashlib.sha256(f"{path.resolve()}\0{path.read_text()}".encode()).hexdigest()
+        return self.root / f"{key[:32]}.json"
+
+    @staticmethod
+    def rank_of(report: VerifyReport, path: pathlib.Path) -> dict:
+        """{"caught": the expected assertion fails at its line, "rank": cause_rank or None}."""
+        assertion, line = expected(path)
+        cex = next(
+            (
+                c
+                for c in report.counterexamples
+                if c["assertion"] == assertion and c["program_point"]["line"] == line
+            ),
+            None,
+        )  # None: not caught this run (a time-out on a loaded machine): a miss
+        return {"caught": cex is not None, "rank": None if cex is None else cause_rank(cex, path)}
+
+    def put(self, path: pathlib.Path, report: VerifyReport) -> None:
+        target = self._file(path)
+        tmp = target.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.rank_of(report, path)))
+        tmp.replace(target)  # whole records only, for a reader in another worker
+
+    def get(self, path: pathlib.Path) -> dict | None:
+        target = self._file(path)
+        return json.loads(target.read_text()) if target.is_file() else None
+
+
+@pytest.fixture(scope="session")
+def cause_ranks(tmp_path_factory: pytest.TempPathFactory) -> CauseRanks:
+    base = tmp_path_factory.getbasetemp()
+    # under xdist each worker's basetemp is <session basetemp>/<worker id>: share the parent
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = shared / "smt-cause-ranks"
+    root.mkdir(exist_ok=True)
+    return CauseRanks(root)
 
 
 def check_cause(cex: dict, path: pathlib.Path) -> None:

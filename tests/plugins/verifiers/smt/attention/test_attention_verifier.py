@@ -164,8 +164,9 @@ def test_correct_attention_variants_verify(path: pathlib.Path):
 
 
 @pytest.mark.parametrize("path", PLANTED, ids=lambda p: p.stem)
-def test_planted_attention_bug_is_caught(path: pathlib.Path):
+def test_planted_attention_bug_is_caught(path: pathlib.Path, cause_ranks):
     ir, pol, report = verify(path)
+    cause_ranks.put(path, report)
     assertion, line = expected(path)
     assert report.status == "violated", report.summary
     hits = [

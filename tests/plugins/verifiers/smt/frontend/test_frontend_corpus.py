@@ -85,8 +85,9 @@ def test_emitted_kernels_verify(key):
 
 
 @pytest.mark.parametrize("path", PLANTED, ids=lambda p: p.stem)
-def test_planted_front_end_bug_is_caught(path: pathlib.Path):
+def test_planted_front_end_bug_is_caught(path: pathlib.Path, cause_ranks):
     report = verify(path)
+    cause_ranks.put(path, report)
     assertion, line = expected(path)
     assert report.status == "violated", report.summary
     hits = [

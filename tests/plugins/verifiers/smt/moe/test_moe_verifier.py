@@ -156,8 +156,9 @@ def test_corpus_size():
 
 
 @pytest.mark.parametrize("path", PLANTED, ids=lambda p: p.stem)
-def test_planted_moe_bug_is_caught(path):
+def test_planted_moe_bug_is_caught(path, cause_ranks):
     _ir, pol, report = verify(path, entry_of(path))
+    cause_ranks.put(path, report)
     assertion, line = expected(path)
     assert report.status == "violated", report.summary
     hits = [c for c in report.counterexamples if c["assertion"] == assertion]
