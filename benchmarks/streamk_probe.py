@@ -48,6 +48,27 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 
 @gluon.jit
+def _gdc_wait():
+    """`griddepcontrol.wait`: block until the grids this one depends on (the previous kernel
+    in the stream, under programmatic dependent launch) have finished and their writes are
+    visible; returns at once when there is none."""
+    gl.inline_asm_elementwise(
+        "griddepcontrol.wait; // dummy $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1
+    )
+
+
+@gluon.jit
+def _gdc_launch_dependents():
+    """`griddepcontrol.launch_dependents`: the next kernel in the stream (launched with
+    programmatic stream serialization) may be scheduled once every CTA of this grid has
+    issued it or exited; it still waits in its own `griddepcontrol.wait` for this grid."""
+    gl.inline_asm_elementwise(
+        "griddepcontrol.launch_dependents; // dummy $0", "=r", [], dtype=gl.int32,
+        is_pure=False, pack=1,
+    )  # fmt: skip
+
+
+@gluon.jit
 def _tile_offsets(tile, M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP: gl.constexpr):
     num_m = gl.cdiv(M, BM)
     num_n = gl.cdiv(N, BN)
@@ -207,7 +228,7 @@ def _part_load(
 @gluon.jit
 def gemm_streamk(a_desc, b_desc, c_desc, ws, flags, M, N, K, DP_TILES, SK_ITERS,
                  BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                 GROUP: gl.constexpr, NUM_WARPS: gl.constexpr):
+                 GROUP: gl.constexpr, NUM_WARPS: gl.constexpr, PDL: gl.constexpr = 0):
     layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
     a_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], layout)
     b_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], layout)
@@ -218,6 +239,10 @@ def gemm_streamk(a_desc, b_desc, c_desc, ws, flags, M, N, K, DP_TILES, SK_ITERS,
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=1)
     fence_async_shared()
+    if PDL >= 1:  # the set-up above ran under the previous kernel's tail; no memory touched
+        _gdc_wait()
+    if PDL == 2:  # let the next kernel's CTAs take the SMs this grid leaves idle
+        _gdc_launch_dependents()
     gl.warp_specialize([
         (_part_mma, (a_desc, b_desc, c_desc, ws, flags, M, N, K, DP_TILES, SK_ITERS, a_ring,
                      b_ring, c_smem, ready, empty, BM, BN, BK, STAGES, GROUP, NUM_WARPS)),
@@ -268,7 +293,11 @@ EXTRA = {  # more tiles to try under stream-K (its balance changes which tile is
 }
 
 
-def make_runner(shape: tuple[int, int, int], cfg: tuple, stream_k: bool, sms: int, torch):
+def make_runner(
+    shape: tuple[int, int, int], cfg: tuple, stream_k: bool, sms: int, torch, pdl: int = 0
+):
+    """(run, info, flags) of `gemm_streamk` at `cfg`; `pdl` 1 or 2 launches it with
+    programmatic dependent launch (see `gemm_streamk`'s PDL)."""
     m, n, k = shape
     bm, bn, bk, stages, warps = cfg
     tiles = math.ceil(m / bm) * math.ceil(n / bn)
@@ -280,8 +309,8 @@ def make_runner(shape: tuple[int, int, int], cfg: tuple, stream_k: bool, sms: in
 
     def launch(da, db, dc):
         gemm_streamk[(ctas,)](
-            da, db, dc, ws, flags, m, n, k, dp, sk_iters, bm, bn, bk, stages, 8, warps,
-            num_warps=warps,
+            da, db, dc, ws, flags, m, n, k, dp, sk_iters, bm, bn, bk, stages, 8, warps, pdl,
+            num_warps=warps, launch_pdl=pdl > 0,
         )  # fmt: skip
 
     run = desc_launcher(launch, (bm, bk), (bk, bn), (bm, bn))
@@ -484,7 +513,15 @@ def compile_config(cfg: tuple) -> dict:
     sig["c_desc"] = nvmma_desc_type("bf16", bm, bn)
     sig.update({"ws": "*fp32", "flags": "*i32"})
     sig.update({s: "i32" for s in ("M", "N", "K", "DP_TILES", "SK_ITERS")})
-    consts = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "GROUP": 8, "NUM_WARPS": warps}
+    consts = {
+        "BM": bm,
+        "BN": bn,
+        "BK": bk,
+        "STAGES": stages,
+        "GROUP": 8,
+        "NUM_WARPS": warps,
+        "PDL": 0,
+    }
     rep = compile_report(gemm_streamk, sig, consts, warps)
     ptx = rep.pop("ptx")
     return {

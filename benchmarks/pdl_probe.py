@@ -1,0 +1,86 @@
+"""Probe: does programmatic dependent launch (PDL) lift the explicit-level Hopper GEMM (#15)?
+
+    python3 benchmarks/pdl_probe.py [--rounds 5] [--shapes MxNxK,...] [--plain]   # on the H200
+    python benchmarks/pdl_probe.py --compile-only     # CPU: cross-compile for sm_90
+
+Back-to-back kernels in one stream (a model's layers, a CUDA graph of them) each pay the
+launch and the ramp of their CTAs after the previous kernel has drained. Under PDL (Hopper,
+`cudaLaunchAttributeProgrammaticStreamSerialization`; Triton's `launch_pdl=True`) the next
+kernel may be scheduled before the previous one ends: it sets up (shared memory, mbarriers)
+and then waits in `griddepcontrol.wait` until the previous grid has finished and its writes
+are visible, so correctness holds whatever the previous kernel wrote. CUTLASS's Hopper GEMMs,
+TensorRT-LLM and DeepGEMM launch this way. The skinny M=128 GEMMs run 14-35 us, so a
+microsecond of ramp is 3-7% of them.
+
+Variants of the shipped data-parallel schedule (`streamk_probe.gemm_streamk` with no
+stream-K region, the lowered explicit kernel's structure): `pdl0` plain; `pdl1` launched
+with PDL, waiting after its set-up (the previous kernel's tail hides the launch and set-up;
+the next kernel is scheduled when this one ends); `pdl2` also issues
+`griddepcontrol.launch_dependents` at once, so the next kernel's CTAs take the SMs this grid
+leaves idle and wait there. Each variant is checked against torch (the kernel before it in
+the stream writes its inputs: a missing wait shows as wrong results), then all and cuBLAS
+(`torch.mm`, as torch launches it) are timed in turn `--rounds` times, as replays of a CUDA
+graph of 20 calls (`--plain`: plain launches, where the previous kernel is do_bench's L2
+flush). For the M=128 shapes also deeper rings (`DEEP`: the bytes in flight of cuBLAS's own
+kernels there), plain and `pdl1`. Table printed last; `--out` writes JSON.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from streamk_probe import SHAPES, compile_report, make_runner, probe_args, run_shapes
+
+VARIANTS = (0, 1, 2)
+DEEP = {  # deeper rings for the memory-bound M=128 shapes: cuBLAS keeps 180-210 KB in flight
+    # (its kernels there: 64x64x64 with 13 stages, 64x224x64 with 5), the shipped 160 KB
+    "128x4096x4096": [(64, 64, 64, 13, 4), (64, 64, 128, 6, 4)],
+    "128x14336x4096": [(128, 128, 64, 6, 4)],
+}
+
+
+def compile_only() -> int:
+    """Cross-compile the M=128 configuration with each PDL variant for sm_90 (no GPU)."""
+    from streamk_probe import gemm_streamk
+
+    from argus_plugins.backends.hopper.gluon import nvmma_desc_type
+
+    for name in ("128x14336x4096", "128x4096x4096"):
+        bm, bn, bk, stages, warps = SHAPES[name]
+        sig = {
+            "a_desc": nvmma_desc_type("bf16", bm, bk),
+            "b_desc": nvmma_desc_type("bf16", bk, bn),
+            "c_desc": nvmma_desc_type("bf16", bm, bn),
+            "ws": "*fp32",
+            "flags": "*i32",
+            **{s: "i32" for s in ("M", "N", "K", "DP_TILES", "SK_ITERS")},
+        }
+        for pdl in VARIANTS:
+            consts = dict(BM=bm, BN=bn, BK=bk, STAGES=stages, GROUP=8, NUM_WARPS=warps, PDL=pdl)
+            rep = compile_report(gemm_streamk, sig, consts, warps)
+            ptx = rep.pop("ptx")
+            rep["wait"] = ptx.count("griddepcontrol.wait")
+            rep["launch_dependents"] = ptx.count("griddepcontrol.launch_dependents")
+            print(name, f"pdl{pdl}", rep)
+    return 0
+
+
+def main(argv=None) -> int:
+    ap, argv = probe_args(__doc__, SHAPES, "pdl_probe.json", 5, True, argv)
+    args = ap.parse_args(argv)
+    if args.compile_only:
+        return compile_only()
+
+    def build(name, shape, sms, torch, rows):
+        cands = {}
+        for cfg in [SHAPES[name], *DEEP.get(name, [])]:
+            tile = f"{cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[4]}"
+            for p in VARIANTS if cfg == SHAPES[name] else (0, 1):
+                cands[f"pdl{p} {tile}"] = make_runner(shape, cfg, False, sms, torch, pdl=p)
+        return cands
+
+    return run_shapes(args, build)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
