@@ -1,4 +1,4 @@
-"""Probe: does programmatic dependent launch (PDL) lift the explicit-level Hopper GEMM (#15)?
+"""Probe: PDL, deeper rings and a split epilogue for the explicit Hopper GEMM (#15).
 
     python3 benchmarks/pdl_probe.py [--rounds 5] [--shapes MxNxK,...] [--plain]   # on the H200
     python benchmarks/pdl_probe.py --compile-only     # CPU: cross-compile for sm_90
@@ -22,7 +22,10 @@ the stream writes its inputs: a missing wait shows as wrong results), then all a
 (`torch.mm`, as torch launches it) are timed in turn `--rounds` times, as replays of a CUDA
 graph of 20 calls (`--plain`: plain launches, where the previous kernel is do_bench's L2
 flush). For the M=128 shapes also deeper rings (`DEEP`: the bytes in flight of cuBLAS's own
-kernels there), plain and `pdl1`. Table printed last; `--out` writes JSON.
+kernels there), plain and `pdl1`; for the 128x256 shapes the epilogue stored in column
+halves through a buffer of half the tile (`epi2`: 32 KiB freed, a fourth 48 KiB ring stage
+fits, as in cuBLAS's 256x128 kernels' four), at the shipped three stages and at four.
+Table printed last; `--out` writes JSON.
 """
 
 from __future__ import annotations
@@ -77,6 +80,12 @@ def main(argv=None) -> int:
             tile = f"{cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[4]}"
             for p in VARIANTS if cfg == SHAPES[name] else (0, 1):
                 cands[f"pdl{p} {tile}"] = make_runner(shape, cfg, False, sms, torch, pdl=p)
+        bm, bn, bk, stages, warps = SHAPES[name]
+        if bn == 256:  # the epilogue in halves, at the shipped ring and one stage deeper
+            for s in (stages, stages + 1):
+                cfg = (bm, bn, bk, s, warps)
+                tile = f"{bm}x{bn}x{bk} s{s} w{warps}"
+                cands[f"epi2 {tile}"] = make_runner(shape, cfg, False, sms, torch, epi=2)
         return cands
 
     return run_shapes(args, build)

@@ -153,19 +153,34 @@ def _load_steps(
 
 
 @gluon.jit
-def _store_tile(c_desc, c_smem, acc, off_m, off_n):
-    """The epilogue: the finished tile through shared memory by a TMA store."""
-    tma.store_wait(0)
-    c_smem.store(acc.to(c_smem.dtype))
-    fence_async_shared()
-    tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+def _store_tile(c_desc, c_smem, acc, off_m, off_n, EPI: gl.constexpr = 1):
+    """The epilogue: the finished tile through shared memory by a TMA store; `EPI` 2 in
+    two column halves through a buffer of half the tile (the second half written once the
+    first half's store has read the buffer), leaving shared memory for a ring stage."""
+    if EPI == 1:
+        tma.store_wait(0)
+        c_smem.store(acc.to(c_smem.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+    else:
+        BM: gl.constexpr = acc.shape[0]
+        BN: gl.constexpr = acc.shape[1]
+        lo, hi = gl.split(gl.permute(gl.reshape(acc, [BM, 2, BN // 2]), [0, 2, 1]))
+        tma.store_wait(0)
+        c_smem.store(lo.to(c_smem.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(c_desc, [off_m, off_n], c_smem)
+        tma.store_wait(0)
+        c_smem.store(hi.to(c_smem.dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(c_desc, [off_m, off_n + BN // 2], c_smem)
 
 
 @gluon.jit
 def _part_mma(
     a_desc, b_desc, c_desc, ws, flags, M, N, K, DP_TILES, SK_ITERS, a_ring, b_ring, c_smem,
     ready, empty, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-    GROUP: gl.constexpr, NUM_WARPS: gl.constexpr,
+    GROUP: gl.constexpr, NUM_WARPS: gl.constexpr, EPI: gl.constexpr,
 ):  # fmt: skip
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, BN, 16]
@@ -176,7 +191,7 @@ def _part_mma(
         off_m, off_n = _tile_offsets(tile, M, N, BM, BN, GROUP)
         acc = gl.zeros((BM, BN), gl.float32, acc_layout)
         acc, it = _mma_steps(a_ring, b_ring, ready, empty, acc, it, 0, KST, STAGES)
-        _store_tile(c_desc, c_smem, acc, off_m, off_n)
+        _store_tile(c_desc, c_smem, acc, off_m, off_n, EPI)
     # the stream-K region: this CTA's pieces, last piece first
     t_last, pieces, a, b = _sk_range(DP_TILES, SK_ITERS, KST)
     P = gl.num_programs(0)
@@ -199,7 +214,7 @@ def _part_mma(
                 rr = gl.arange(0, BM, layout=gl.SliceLayout(1, acc_layout))
                 cc = gl.arange(0, BN, layout=gl.SliceLayout(0, acc_layout))
                 acc = acc + gl.load(ws + c2 * (BM * BN) + rr[:, None] * BN + cc[None, :])
-            _store_tile(c_desc, c_smem, acc, off_m, off_n)
+            _store_tile(c_desc, c_smem, acc, off_m, off_n, EPI)
     tma.store_wait(0)
 
 
@@ -228,11 +243,12 @@ def _part_load(
 @gluon.jit
 def gemm_streamk(a_desc, b_desc, c_desc, ws, flags, M, N, K, DP_TILES, SK_ITERS,
                  BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                 GROUP: gl.constexpr, NUM_WARPS: gl.constexpr, PDL: gl.constexpr = 0):
+                 GROUP: gl.constexpr, NUM_WARPS: gl.constexpr, PDL: gl.constexpr = 0,
+                 EPI: gl.constexpr = 1):
     layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
     a_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], layout)
     b_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], layout)
-    c_smem = gl.allocate_shared_memory(a_desc.dtype, [BM, BN], layout)
+    c_smem = gl.allocate_shared_memory(a_desc.dtype, [BM, BN // EPI], layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -245,7 +261,7 @@ def gemm_streamk(a_desc, b_desc, c_desc, ws, flags, M, N, K, DP_TILES, SK_ITERS,
         _gdc_launch_dependents()
     gl.warp_specialize([
         (_part_mma, (a_desc, b_desc, c_desc, ws, flags, M, N, K, DP_TILES, SK_ITERS, a_ring,
-                     b_ring, c_smem, ready, empty, BM, BN, BK, STAGES, GROUP, NUM_WARPS)),
+                     b_ring, c_smem, ready, empty, BM, BN, BK, STAGES, GROUP, NUM_WARPS, EPI)),
         (_part_load, (a_desc, b_desc, M, N, K, DP_TILES, SK_ITERS, a_ring, b_ring, ready, empty,
                       BM, BN, BK, STAGES, GROUP)),
     ], [1], [24])
@@ -294,10 +310,12 @@ EXTRA = {  # more tiles to try under stream-K (its balance changes which tile is
 
 
 def make_runner(
-    shape: tuple[int, int, int], cfg: tuple, stream_k: bool, sms: int, torch, pdl: int = 0
-):
+    shape: tuple[int, int, int], cfg: tuple, stream_k: bool, sms: int, torch, pdl: int = 0,
+    epi: int = 1,
+):  # fmt: skip
     """(run, info, flags) of `gemm_streamk` at `cfg`; `pdl` 1 or 2 launches it with
-    programmatic dependent launch (see `gemm_streamk`'s PDL)."""
+    programmatic dependent launch (see `gemm_streamk`'s PDL); `epi` 2 stores each tile in
+    column halves (`_store_tile`)."""
     m, n, k = shape
     bm, bn, bk, stages, warps = cfg
     tiles = math.ceil(m / bm) * math.ceil(n / bn)
@@ -310,10 +328,10 @@ def make_runner(
     def launch(da, db, dc):
         gemm_streamk[(ctas,)](
             da, db, dc, ws, flags, m, n, k, dp, sk_iters, bm, bn, bk, stages, 8, warps, pdl,
-            num_warps=warps, launch_pdl=pdl > 0,
+            epi, num_warps=warps, launch_pdl=pdl > 0,
         )  # fmt: skip
 
-    run = desc_launcher(launch, (bm, bk), (bk, bn), (bm, bn))
+    run = desc_launcher(launch, (bm, bk), (bk, bn), (bm, bn // epi))
     return run, {"tiles": tiles, "ctas": ctas, "dp_tiles": dp, "sk_iters": sk_iters}, flags
 
 
