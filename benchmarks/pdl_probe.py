@@ -59,7 +59,9 @@ def compile_only() -> int:
             **{s: "i32" for s in ("M", "N", "K", "DP_TILES", "SK_ITERS")},
         }
         for pdl in VARIANTS:
-            consts = dict(BM=bm, BN=bn, BK=bk, STAGES=stages, GROUP=8, NUM_WARPS=warps, PDL=pdl)
+            consts = dict(
+                BM=bm, BN=bn, BK=bk, STAGES=stages, GROUP=8, NUM_WARPS=warps, PDL=pdl, EPI=1
+            )
             rep = compile_report(gemm_streamk, sig, consts, warps)
             ptx = rep.pop("ptx")
             rep["wait"] = ptx.count("griddepcontrol.wait")

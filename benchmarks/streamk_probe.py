@@ -539,6 +539,7 @@ def compile_config(cfg: tuple) -> dict:
         "GROUP": 8,
         "NUM_WARPS": warps,
         "PDL": 0,
+        "EPI": 1,
     }
     rep = compile_report(gemm_streamk, sig, consts, warps)
     ptx = rep.pop("ptx")
