@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import sys
 
-from streamk_probe import SHAPES, compile_report, make_runner, probe_args, run_shapes
+from streamk_probe import SHAPES, compile_kernel, make_runner, probe_args, run_shapes
 
 VARIANTS = (0, 1, 2)
 DEEP = {  # deeper rings for the memory-bound M=128 shapes: cuBLAS keeps 180-210 KB in flight
@@ -43,30 +43,19 @@ DEEP = {  # deeper rings for the memory-bound M=128 shapes: cuBLAS keeps 180-210
 
 
 def compile_only() -> int:
-    """Cross-compile the M=128 configuration with each PDL variant for sm_90 (no GPU)."""
-    from streamk_probe import gemm_streamk
-
-    from argus_plugins.backends.hopper.gluon import nvmma_desc_type
-
+    """Cross-compile the M=128 configurations with each PDL variant, and the 128x256 one with
+    the split epilogue at four stages, for sm_90 (no GPU)."""
     for name in ("128x14336x4096", "128x4096x4096"):
-        bm, bn, bk, stages, warps = SHAPES[name]
-        sig = {
-            "a_desc": nvmma_desc_type("bf16", bm, bk),
-            "b_desc": nvmma_desc_type("bf16", bk, bn),
-            "c_desc": nvmma_desc_type("bf16", bm, bn),
-            "ws": "*fp32",
-            "flags": "*i32",
-            **{s: "i32" for s in ("M", "N", "K", "DP_TILES", "SK_ITERS")},
-        }
         for pdl in VARIANTS:
-            consts = dict(
-                BM=bm, BN=bn, BK=bk, STAGES=stages, GROUP=8, NUM_WARPS=warps, PDL=pdl, EPI=1
-            )
-            rep = compile_report(gemm_streamk, sig, consts, warps)
+            rep = compile_kernel(SHAPES[name], pdl=pdl)
             ptx = rep.pop("ptx")
             rep["wait"] = ptx.count("griddepcontrol.wait")
             rep["launch_dependents"] = ptx.count("griddepcontrol.launch_dependents")
             print(name, f"pdl{pdl}", rep)
+    bm, bn, bk, stages, warps = SHAPES["4096x4096x4096"]
+    rep = compile_kernel((bm, bn, bk, stages + 1, warps), epi=2)
+    rep.pop("ptx")
+    print("4096x4096x4096", f"epi2 s{stages + 1}", rep)
     return 0
 
 

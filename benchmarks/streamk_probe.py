@@ -520,28 +520,25 @@ def compile_report(fn, sig: dict, consts: dict, warps: int) -> dict:
     return {**{k: rep[k] for k in ("registers", "spills", "shared_bytes")}, "ptx": out.asm["ptx"]}
 
 
-def compile_config(cfg: tuple) -> dict:
-    """Cross-compile one (BM, BN, BK, STAGES, num_warps) for sm_90 (no GPU): registers,
-    spills and shared bytes from the cubin, and whether the PTX holds the fixup protocol
-    (a release exchange publishing a partial, an acquire load polling for it)."""
+def compile_kernel(cfg: tuple, pdl: int = 0, epi: int = 1) -> dict:
+    """`gemm_streamk` at one (BM, BN, BK, STAGES, num_warps) cross-compiled for sm_90 (no
+    GPU): `compile_report`'s registers, spills, shared bytes and PTX."""
     from argus_plugins.backends.hopper.gluon import nvmma_desc_type
 
     bm, bn, bk, stages, warps = cfg
     sig = {"a_desc": nvmma_desc_type("bf16", bm, bk), "b_desc": nvmma_desc_type("bf16", bk, bn)}
-    sig["c_desc"] = nvmma_desc_type("bf16", bm, bn)
+    sig["c_desc"] = nvmma_desc_type("bf16", bm, bn // epi)
     sig.update({"ws": "*fp32", "flags": "*i32"})
     sig.update({s: "i32" for s in ("M", "N", "K", "DP_TILES", "SK_ITERS")})
-    consts = {
-        "BM": bm,
-        "BN": bn,
-        "BK": bk,
-        "STAGES": stages,
-        "GROUP": 8,
-        "NUM_WARPS": warps,
-        "PDL": 0,
-        "EPI": 1,
-    }
-    rep = compile_report(gemm_streamk, sig, consts, warps)
+    consts = dict(BM=bm, BN=bn, BK=bk, STAGES=stages, GROUP=8, NUM_WARPS=warps, PDL=pdl, EPI=epi)
+    return compile_report(gemm_streamk, sig, consts, warps)
+
+
+def compile_config(cfg: tuple) -> dict:
+    """Cross-compile one (BM, BN, BK, STAGES, num_warps) for sm_90 (no GPU): registers,
+    spills and shared bytes from the cubin, and whether the PTX holds the fixup protocol
+    (a release exchange publishing a partial, an acquire load polling for it)."""
+    rep = compile_kernel(cfg)
     ptx = rep.pop("ptx")
     return {
         **rep,

@@ -62,3 +62,18 @@ def test_the_kernel_cross_compiles_with_the_fixup_protocol():
     rep = probe.compile_config((128, 128, 64, 5, 4))
     assert rep["spills"] == 0
     assert rep["release"] and rep["acquire"]
+
+
+def test_pdl_and_the_split_epilogue_cross_compile():
+    """PDL 1 waits on the previous grid once (2 also lets the next one launch), PDL 0 leaves
+    the PTX without either; the epilogue in column halves fits a fourth 128x256x64 stage in
+    one SM's shared memory (227 KiB) without spills, where the whole-tile buffer cannot."""
+    pytest.importorskip("triton.experimental.gluon")
+    counts = {}
+    for pdl in (0, 1, 2):
+        ptx = probe.compile_kernel((64, 64, 128, 5, 4), pdl=pdl)["ptx"]
+        counts[pdl] = (ptx.count("griddepcontrol.wait"), ptx.count("launch_dependents"))
+    assert counts == {0: (0, 0), 1: (1, 0), 2: (1, 1)}
+    rep = probe.compile_kernel((128, 256, 64, 4, 8), epi=2)
+    assert rep["spills"] == 0 and rep["shared_bytes"] <= 227 * 1024
+    assert rep["shared_bytes"] + 128 * 128 * 2 > 227 * 1024  # a whole-tile buffer would not fit
