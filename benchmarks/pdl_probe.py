@@ -32,7 +32,14 @@ from __future__ import annotations
 
 import sys
 
-from streamk_probe import SHAPES, compile_kernel, make_runner, probe_args, run_shapes
+from streamk_probe import (
+    SHAPES,
+    compile_kernel,
+    make_runner,
+    probe_args,
+    run_shapes,
+    tile_label,
+)
 
 VARIANTS = (0, 1, 2)
 DEEP = {  # deeper rings for the memory-bound M=128 shapes: cuBLAS keeps 180-210 KB in flight
@@ -68,15 +75,14 @@ def main(argv=None) -> int:
     def build(name, shape, sms, torch, rows):
         cands = {}
         for cfg in [SHAPES[name], *DEEP.get(name, [])]:
-            tile = f"{cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[4]}"
             for p in VARIANTS if cfg == SHAPES[name] else (0, 1):
-                cands[f"pdl{p} {tile}"] = make_runner(shape, cfg, False, sms, torch, pdl=p)
+                cands[f"pdl{p} {tile_label(cfg)}"] = make_runner(
+                    shape, cfg, False, sms, torch, pdl=p
+                )
         bm, bn, bk, stages, warps = SHAPES[name]
         if bn == 256:  # the epilogue in halves, at the shipped ring and one stage deeper
-            for s in (stages, stages + 1):
-                cfg = (bm, bn, bk, s, warps)
-                tile = f"{bm}x{bn}x{bk} s{s} w{warps}"
-                cands[f"epi2 {tile}"] = make_runner(shape, cfg, False, sms, torch, epi=2)
+            for cfg in ((bm, bn, bk, stages, warps), (bm, bn, bk, stages + 1, warps)):
+                cands[f"epi2 {tile_label(cfg)}"] = make_runner(shape, cfg, False, sms, torch, epi=2)
         return cands
 
     return run_shapes(args, build)

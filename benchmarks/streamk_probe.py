@@ -309,6 +309,12 @@ EXTRA = {  # more tiles to try under stream-K (its balance changes which tile is
 }
 
 
+def tile_label(cfg: tuple) -> str:
+    """A configuration (BM, BN, BK, STAGES, num_warps) as the probes' tables name it."""
+    bm, bn, bk, stages, warps = cfg
+    return f"{bm}x{bn}x{bk} s{stages} w{warps}"
+
+
 def make_runner(
     shape: tuple[int, int, int], cfg: tuple, stream_k: bool, sms: int, torch, pdl: int = 0,
     epi: int = 1,
@@ -472,8 +478,7 @@ def desc_launcher(launch, block_a, block_b, block_c=None):
 
 def shipped_candidate(cfg: tuple, shape, sms: int, torch) -> dict:
     """{label: (run, info, flags)} of the shipped data-parallel schedule at `cfg`."""
-    label = f"shipped {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[4]}"
-    return {label: make_runner(shape, cfg, False, sms, torch)}
+    return {f"shipped {tile_label(cfg)}": make_runner(shape, cfg, False, sms, torch)}
 
 
 def probe_args(doc: str, shapes, out_name: str, rounds: int, graph_default: bool, argv=None):
@@ -566,8 +571,9 @@ def main(argv=None) -> int:
         cands = {}
         for cfg in [SHAPES[name], *EXTRA.get(name, [])]:
             for sk in (False, True):
-                label = f"{'SK' if sk else 'DP'} {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[4]}"
-                cands[label] = make_runner(shape, cfg, sk, sms, torch)
+                cands[f"{'SK' if sk else 'DP'} {tile_label(cfg)}"] = make_runner(
+                    shape, cfg, sk, sms, torch
+                )
         return cands
 
     return run_shapes(args, build)
