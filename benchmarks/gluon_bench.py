@@ -71,7 +71,15 @@ GEMM_CONFIGS = [
     (4, 1, dict(BM=64, BN=64, BK=128, STAGES=6, GROUP=8)),
     (4, 1, dict(BM=128, BN=128, BK=128, STAGES=3, GROUP=8)),
     (4, 1, dict(BM=64, BN=128, BK=128, STAGES=4, GROUP=8)),
+    # overlapping column tiles (`build(column_stride=1)`): NS "auto" is `column_tiles` of
+    # each shape (112 at 128x14336: 128 tiles of 128x112, not 112 of 128x128; BN elsewhere),
+    # the epilogue by masked stores from registers frees c_smem for a sixth stage
+    (4, 1, dict(BM=128, BN=128, BK=64, STAGES=6, GROUP=8, NS="auto")),
+    (4, 1, dict(BM=128, BN=128, BK=64, STAGES=5, GROUP=8, NS="auto")),
+    (4, 1, dict(BM=64, BN=256, BK=64, STAGES=4, GROUP=8, NS="auto")),
 ]
+# the shape an "auto" NS is verified and cross-compiled at (a static run has no shape)
+NS_SHAPE = (128, 14336, 132)
 GEMM_SHAPES = [
     (8192, 8192, 8192),
     (4096, 4096, 4096),
@@ -91,10 +99,20 @@ CDNA3_CONFIGS = [
 ]
 
 
-def _kernel(num_warps: int, in_flight: int = 1):
+def _kernel(num_warps: int, in_flight: int = 1, consts: dict[str, Any] | None = None):
+    """The explicit GEMM; with overlapping column tiles where `consts` binds NS."""
     from argus_plugins.kernels.gemm.kernel_explicit import build
 
-    return build(num_warps, in_flight)
+    return build(num_warps, in_flight, int("NS" in (consts or {})))
+
+
+def _ns(consts: dict[str, Any], m: int, n: int, units: int) -> dict[str, int]:
+    """`consts` with an "auto" NS resolved for an M x N output on `units` SMs."""
+    if consts.get("NS") != "auto":
+        return consts
+    from argus_plugins.kernels.gemm.kernel_explicit import column_tiles
+
+    return {**consts, "NS": column_tiles(m, n, consts["BM"], consts["BN"], units)}
 
 
 @functools.cache
@@ -155,8 +173,9 @@ def dry_run(
     from argus_plugins.backends.mi300x.gluon import compile_explicit as compile_cdna3
 
     rows = []
-    for warps, fly, consts in GEMM_CONFIGS if "gemm" in families else []:
-        k = _kernel(warps, fly)
+    for warps, fly, cfg_consts in GEMM_CONFIGS if "gemm" in families else []:
+        consts = _ns(cfg_consts, *NS_SHAPE)
+        k = _kernel(warps, fly, consts)
         rows.append(_static_row(_cfg(warps, fly, consts), k, consts, compile_explicit(k, consts)))
     for d, causal in ((128, False), (128, True), (64, False)) if "attention" in families else []:
         for cons, stages, bm, bn in ATTN_CONFIGS[d]:
@@ -214,10 +233,10 @@ def verify_only(families: frozenset[str]) -> list[dict[str, Any]]:
     """The GPU run's static step: every configuration it times verified (z3), without the
     cross-compiles of `dry_run` (the timed kernels are compiled by their launch)."""
     rows = []
-    for warps, fly, consts in GEMM_CONFIGS if "gemm" in families else []:
-        rows.append(
-            {"config": _cfg(warps, fly, consts), "verify": _verify(_kernel(warps, fly), consts)}
-        )
+    for warps, fly, cfg_consts in GEMM_CONFIGS if "gemm" in families else []:
+        consts = _ns(cfg_consts, *NS_SHAPE)
+        k = _kernel(warps, fly, consts)
+        rows.append({"config": _cfg(warps, fly, consts), "verify": _verify(k, consts)})
     for d, causal in ((128, False), (128, True), (64, False)) if "attention" in families else []:
         for cons, stages, bm, bn in ATTN_CONFIGS[d]:
             cfg = f"attn D{d}{' causal' if causal else ''} {_acfg(cons, stages, bm, bn)}"
@@ -232,7 +251,7 @@ def verify_only(families: frozenset[str]) -> list[dict[str, Any]]:
 
 
 def _cfg(warps: int, fly: int, consts: dict[str, int]) -> str:
-    names = {"BM": "", "BN": "x", "BK": "x", "STAGES": " s", "GROUP": " g"}
+    names = {"BM": "", "BN": "x", "BK": "x", "STAGES": " s", "GROUP": " g", "NS": " ns"}
     return f"w{warps} f{fly} " + "".join(f"{names[k]}{v}" for k, v in consts.items())
 
 
@@ -245,7 +264,7 @@ class GluonGemm:
         from argus_plugins.backends.hopper.gluon import lower
         from argus_plugins.kernels.gemm.kernel_explicit import launcher
 
-        kernel = _kernel(warps, fly).with_consts(**consts)
+        kernel = _kernel(warps, fly, consts).with_consts(**consts)
         self.run = launcher(kernel, lower(kernel))
 
     def __call__(self, inputs: dict[str, Any]) -> None:
@@ -468,14 +487,18 @@ def run_gpu(quick: bool, rounds: int = 0, only: str = "") -> list[dict[str, Any]
     for m, n, k in shapes:
         shape = dict(M=m, N=n, K=k)
         row: dict[str, Any] = {"case": f"gemm {m}x{n}x{k}", "configs": {}}
-        for warps, fly, consts in configs:
-            name = _cfg(warps, fly, consts)
+        units = torch.cuda.get_device_properties(0).multi_processor_count
+        keys: dict[str, str] = {}  # config name -> launcher key (its NS resolved)
+        for warps, fly, cfg_consts in configs:
+            name = _cfg(warps, fly, cfg_consts)  # "ns auto": NS picked per shape
+            consts = _ns(cfg_consts, m, n, units)
+            key = keys[name] = _cfg(warps, fly, consts)
             try:
-                if name not in launchers:
-                    launchers[name] = GluonGemm(warps, fly, consts)
+                if key not in launchers:
+                    launchers[key] = GluonGemm(warps, fly, consts)
                 res = measure(
                     fam,
-                    launchers[name],
+                    launchers[key],
                     shape,
                     "bf16",
                     0,
@@ -483,7 +506,7 @@ def run_gpu(quick: bool, rounds: int = 0, only: str = "") -> list[dict[str, Any]
                     warmup_ms=10 if quick else 25,
                     rep_ms=40 if quick else 100,
                 )
-                row["configs"][name] = res
+                row["configs"][name] = {**res, "consts": consts}
             except Exception as exc:  # one failing config does not stop the others
                 row["configs"][name] = {"ms": None, "error": traceback.format_exc()[-1500:]}
                 print(f"{row['case']} {name}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -501,7 +524,7 @@ def run_gpu(quick: bool, rounds: int = 0, only: str = "") -> list[dict[str, Any]
                 ratio=(lib / r["ms"]) if lib else None,
             )
             if rounds and lib:
-                row["rounds"] = _alternate(fam, launchers[best], shape, l2, rounds)
+                row["rounds"] = _alternate(fam, launchers[keys[best]], shape, l2, rounds)
         else:
             row.update(
                 best=None,

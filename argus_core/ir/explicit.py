@@ -295,12 +295,17 @@ class Mfma(XOp):
 @dataclass(frozen=True)
 class StoreTile(XOp):
     """The accumulator `acc`, cast to `ptr`'s dtype, to the tile of row-major `ptr`
-    (row stride `stride`) at `coords`, by buffer stores."""
+    (row stride `stride`) at `coords`, by buffer stores (CDNA3) or masked global stores
+    (Hopper). `cols`: only the tile's local columns `[0, cols)` are stored (overlapping
+    column tiles, each owning the first `cols` of its `BN`); `limits`: the tensor's
+    (rows, cols), elements at or past them are masked off. None: the whole tile, unmasked."""
 
     ptr: str
     acc: str
     coords: tuple[IntLike, IntLike]
     stride: IntLike
+    cols: IntLike | None = None
+    limits: tuple[IntLike, IntLike] | None = None
 
 
 @dataclass(frozen=True)

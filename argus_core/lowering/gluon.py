@@ -167,6 +167,18 @@ def shared_index(kernel: x.ExplicitKernel, name: str, stage: IntLike) -> str:
     return name if kernel.buffer(name).stages == 1 else f"{name}.index({expr(stage)})"
 
 
+def store_tile_mask(op: x.StoreTile, rows: str, cols: str, n: str = "_c") -> str | None:
+    """The mask of a `StoreTile`'s elements (`rows`/`cols`: its row and column index
+    vectors, `n` the local column vector), None when it stores the whole tile."""
+    terms = []
+    if op.limits is not None:
+        terms += [f"({rows}[:, None] < {expr(op.limits[0])})"]
+        terms += [f"({cols}[None, :] < {expr(op.limits[1])})"]
+    if op.cols is not None:
+        terms.append(f"({n}[None, :] < {expr(op.cols)})")
+    return " & ".join(terms) or None
+
+
 def load_entry(kernel: x.ExplicitKernel, source: str, workdir: str | None = None):
     """Import the lowered module from a file (Gluon's jit reads the function's source
     file) and return its entry function. The source is ours, generated from the IR."""
@@ -197,4 +209,5 @@ __all__ = [
     "lower_explicit",
     "lowered_kernel",
     "shared_index",
+    "store_tile_mask",
 ]

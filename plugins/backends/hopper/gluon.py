@@ -12,7 +12,14 @@ import time
 from typing import Any
 
 from argus_core.ir import explicit as x
-from argus_core.lowering.gluon import GluonTarget, expr, load_entry, lower_explicit, shared_index
+from argus_core.lowering.gluon import (
+    GluonTarget,
+    expr,
+    load_entry,
+    lower_explicit,
+    shared_index,
+    store_tile_mask,
+)
 from argus_core.lowering.triton_compile import error_text
 from argus_core.types import CompileReport
 
@@ -54,6 +61,23 @@ def _wgmma(op: x.Wgmma, k: x.ExplicitKernel) -> list[str]:
     b = shared_index(k, op.b, op.b_stage) + (".permute((1, 0))" if op.b_trans else "")
     use = "" if op.use_acc else ", use_acc=False"
     return [f"{op.acc} = warpgroup_mma({a}, {b}, {op.acc}{use}, is_async=True)"]
+
+
+def _store_tile(op: x.StoreTile, k: x.ExplicitKernel) -> list[str]:
+    """Masked global stores of the accumulator, from its wgmma layout (each thread's
+    column pairs are 4-byte stores): the epilogue needs no shared buffer and no TMA box,
+    so a tile may store fewer columns than it computes."""
+    zero = _zero(k, op.acc)
+    lay = _acc_layout(zero)
+    r0, c0 = (expr(c) for c in op.coords)
+    mask = store_tile_mask(op, "_r", "_cc")
+    return [
+        f"_r = {r0} + gl.arange(0, {zero.rows}, layout=gl.SliceLayout(1, {lay}))",
+        f"_c = gl.arange(0, {zero.cols}, layout=gl.SliceLayout(0, {lay}))",
+        f"_cc = {c0} + _c",
+        f"gl.store({op.ptr} + _r[:, None] * {expr(op.stride)} + _cc[None, :], "
+        f"{op.acc}.to({op.ptr}.dtype.element_ty){'' if mask is None else f', mask={mask}'})",
+    ]
 
 
 def _softmax(op: x.OnlineSoftmax, k: x.ExplicitKernel) -> list[str]:
@@ -131,6 +155,7 @@ GLUON_RULES: dict[type, Any] = {
         f"tma.async_copy_shared_to_global({op.desc}, [{', '.join(expr(c) for c in op.coords)}], {op.src})"
     ],
     x.StoreWait: lambda op, k: [f"tma.store_wait({op.pending})"],
+    x.StoreTile: _store_tile,
     x.LoadScalar: lambda op, k: [f"{op.name} = gl.load({op.ptr} + {expr(op.index)})"],
     x.SiluMul: lambda op, k: [f"{op.gate} = {op.gate} / (1.0 + gl.exp(-{op.gate})) * {op.up}"],
 }

@@ -15,7 +15,14 @@ import time
 from typing import Any
 
 from argus_core.ir import explicit as x
-from argus_core.lowering.gluon import GluonTarget, expr, load_entry, lower_explicit, shared_index
+from argus_core.lowering.gluon import (
+    GluonTarget,
+    expr,
+    load_entry,
+    lower_explicit,
+    shared_index,
+    store_tile_mask,
+)
 from argus_core.lowering.triton_compile import error_text
 from argus_core.types import CompileReport
 
@@ -110,7 +117,16 @@ def _store_tile(op: x.StoreTile, k: x.ExplicitKernel) -> list[str]:
     zero = next(o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == op.acc)
     lay = _acc_layout(k, op.acc).gluon()
     offs = _offsets(op.coords, op.stride, zero.rows, zero.cols, lay)
-    return [f"cdna3.buffer_store({op.acc}.to({op.ptr}.dtype.element_ty), {op.ptr}, {offs})"]
+    val = f"{op.acc}.to({op.ptr}.dtype.element_ty)"
+    if op.cols is None and op.limits is None:
+        return [f"cdna3.buffer_store({val}, {op.ptr}, {offs})"]
+    mask = store_tile_mask(op, "_r", "_cc")
+    return [
+        f"_r = {expr(op.coords[0])} + gl.arange(0, {zero.rows}, layout=gl.SliceLayout(1, {lay}))",
+        f"_c = gl.arange(0, {zero.cols}, layout=gl.SliceLayout(0, {lay}))",
+        f"_cc = {expr(op.coords[1])} + _c",
+        f"cdna3.buffer_store({val}, {op.ptr}, {offs}, mask={mask})",
+    ]
 
 
 GLUON_RULES: dict[type, Any] = {

@@ -179,8 +179,13 @@ class Kernel:
         self._emit(x.LoadScalar(name, ptr, index))
         return Sym(name, "scalar")
 
-    def store_tile(self, ptr: str, acc: str, coords, stride: IntLike) -> None:
-        self._emit(x.StoreTile(ptr, acc, tuple(coords), stride))
+    def store_tile(
+        self, ptr: str, acc: str, coords, stride: IntLike, *, cols=None, limits=None
+    ) -> None:
+        """`acc` to the tile of `ptr` at `coords`; `cols` stores only local columns
+        `[0, cols)`, `limits` (rows, cols) masks off elements past the tensor."""
+        lim = None if limits is None else tuple(limits)
+        self._emit(x.StoreTile(ptr, acc, tuple(coords), stride, cols, lim))
 
     def wgmma(
         self,

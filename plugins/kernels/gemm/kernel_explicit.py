@@ -25,31 +25,47 @@ from argus_core.ir.explicit import ExplicitKernel
 from argus_plugins.dsl.explicit.lang import Kernel, cdiv, emin, npid, pid
 
 
-def build(num_warps: int = 4, mma_in_flight: int = 1) -> ExplicitKernel:
+def build(num_warps: int = 4, mma_in_flight: int = 1, column_stride: int = 0) -> ExplicitKernel:
     """The kernel; `num_warps` 4 gives one consumer warpgroup, 8 two (each 64 rows of the
     BM tile; needed for BN=256, whose fp32 accumulator one warpgroup cannot hold).
     `mma_in_flight` 1 keeps one wgmma running while the next is issued: iteration `it`
     releases the stage of iteration `it - 1` (not at a tile's first K step) and the last
     stage of each tile is released after the loop; 0 waits for each wgmma and releases its
-    own stage."""
+    own stage.
+
+    `column_stride` 1: overlapping column tiles. Column tile j starts at column `j * NS`
+    (constexpr `NS` <= BN, a multiple of 8): it loads and multiplies BN columns of B and
+    stores only its first NS, by masked stores from the accumulator (no shared buffer, no
+    TMA box, whose widths are powers of two). A grid of fewer tiles than SMs fills them:
+    128x14336x4096 is 112 tiles of 128x128 on 132 SMs, 128 tiles at NS = 112 (the extra
+    16 columns a tile loads are L2 hits, its neighbour loads them in the same wave).
+    `column_tiles` picks NS for a shape."""
     if num_warps not in (4, 8):
         raise ValueError(f"invalid num_warps {num_warps!r}; valid choices: 4, 8")
     if mma_in_flight not in (0, 1):
         raise ValueError(f"invalid mma_in_flight {mma_in_flight!r}; valid choices: 0, 1")
+    if column_stride not in (0, 1):
+        raise ValueError(f"invalid column_stride {column_stride!r}; valid choices: 0, 1")
     k = Kernel("gemm_ws_persistent", family="gemm", num_warps=num_warps)
-    k.meta(grid="(min(NUM_SMS, cdiv(M, BM) * cdiv(N, BN)),)", outputs=("c",))
+    step = "NS" if column_stride else "BN"
+    k.meta(grid=f"(min(NUM_SMS, cdiv(M, BM) * cdiv(N, {step})),)", outputs=("c",))
     M, N, K = k.scalar("M"), k.scalar("N"), k.scalar("K")
     BM, BN, BK = k.const("BM", 128), k.const("BN", 128), k.const("BK", 64)
     STAGES, GROUP = k.const("STAGES", 4), k.const("GROUP", 8)
+    NS = k.const("NS", 128) if column_stride else BN
     k.desc("a_desc", "a", ("BM", "BK"))
     k.desc("b_desc", "b", ("BK", "BN"))
-    k.desc("c_desc", "c", ("BM", "BN"))
+    if column_stride:
+        k.ptr("c_ptr", "c")
+    else:
+        k.desc("c_desc", "c", ("BM", "BN"))
     k.shared("a_ring", ("BM", "BK"), "STAGES", like="a_desc")
     k.shared("b_ring", ("BK", "BN"), "STAGES", like="b_desc")
-    k.shared("c_smem", ("BM", "BN"), 1, like="c_desc")
+    if not column_stride:
+        k.shared("c_smem", ("BM", "BN"), 1, like="c_desc")
     k.barriers("ready", "STAGES")
     k.barriers("empty", "STAGES")
-    num_m, num_n = cdiv(M, BM), cdiv(N, BN)
+    num_m, num_n = cdiv(M, BM), cdiv(N, NS)
     num_tiles = num_m * num_n
     k_steps = cdiv(K, BK)
 
@@ -58,7 +74,7 @@ def build(num_warps: int = 4, mma_in_flight: int = 1) -> ExplicitKernel:
         first = k.let("first_m", tile // (GROUP * num_n) * GROUP)
         rows = k.let("group_rows", emin(num_m - first, GROUP))
         local = k.let("local", tile % (GROUP * num_n))
-        return k.let("off_m", (first + local % rows) * BM), k.let("off_n", local // rows * BN)
+        return k.let("off_m", (first + local % rows) * BM), k.let("off_n", local // rows * NS)
 
     with k.partition("mma", warps=num_warps, default=True):
         with k.loop("tile", pid, num_tiles, npid) as tile:
@@ -76,11 +92,15 @@ def build(num_warps: int = 4, mma_in_flight: int = 1) -> ExplicitKernel:
             if mma_in_flight:
                 k.wgmma_wait("acc", 0)
                 k.arrive("empty", (it + STAGES - 1) % STAGES)  # the tile's last stage
-            k.store_wait(0)  # the previous tile's TMA store has finished reading c_smem
-            k.store_shared("c_smem", "acc")
-            k.fence_async_shared()
-            k.tma_store("c_desc", (off_m, off_n), "c_smem")
-        k.store_wait(0)
+            if column_stride:  # the tile's first NS columns, inside the tensor
+                k.store_tile("c_ptr", "acc", (off_m, off_n), N, cols=NS, limits=(M, N))
+            else:
+                k.store_wait(0)  # the previous tile's TMA store has finished reading c_smem
+                k.store_shared("c_smem", "acc")
+                k.fence_async_shared()
+                k.tma_store("c_desc", (off_m, off_n), "c_smem")
+        if not column_stride:
+            k.store_wait(0)
 
     with k.partition("load", warps=1, regs=24):
         with k.loop("tile", pid, num_tiles, npid) as tile:
@@ -146,7 +166,7 @@ def build_cdna3(lds_stages: int = 2) -> ExplicitKernel:
 
 # the build knobs a policy with `level: explicit` may set, per Gluon target, and their values
 KNOBS: dict[str, dict[str, tuple[int, ...]]] = {
-    "hopper-gluon": {"num_warps": (4, 8), "mma_in_flight": (0, 1)},
+    "hopper-gluon": {"num_warps": (4, 8), "mma_in_flight": (0, 1), "column_stride": (0, 1)},
     "cdna3-gluon": {"lds_stages": (1, 2)},
 }
 
@@ -169,12 +189,19 @@ def for_policy(knobs: dict[str, Any], tiles: dict[str, int], target: str) -> Exp
         if value not in valid[name]:
             raise PolicyError(f"{target}: " + choices_error(name, value, valid[name]))
     if target == "hopper-gluon":
-        kernel = build(int(knobs.get("num_warps", 4)), int(knobs.get("mma_in_flight", 1)))
+        kernel = build(
+            int(knobs.get("num_warps", 4)),
+            int(knobs.get("mma_in_flight", 1)),
+            int(knobs.get("column_stride", 0)),
+        )
     else:
         kernel = build_cdna3(int(knobs.get("lds_stages", 2)))
+    if target == "hopper-gluon" and knobs.get("column_stride") and "NS" not in tiles:
+        tiles = {**tiles, "NS": tiles.get("BN", kernel.consts["BN"])}  # no overlap by default
     try:
         kernel = kernel.with_consts(**tiles)
-    except x.ExplicitIRError as exc:
+        check_column_stride(kernel.consts)
+    except (x.ExplicitIRError, ValueError) as exc:
         raise PolicyError(f"{target}: explicit GEMM tiles: {exc}") from None
     c = kernel.consts
     per_thread = c["BM"] * c["BN"] // (32 * kernel.num_warps)
@@ -187,6 +214,27 @@ def for_policy(knobs: dict[str, Any], tiles: dict[str, int], target: str) -> Exp
     return kernel
 
 
+def column_tiles(m: int, n: int, bm: int, bn: int, units: int) -> int:
+    """The column stride NS (`build(column_stride=1)`) for an M x N output in BM x BN
+    tiles on `units` SMs: BN where the tiles fill the SMs at least once (overlap would
+    only add work), else the smallest multiple of 8 whose column tiles, times the row
+    blocks, fit the SMs: 112 for 128x14336 in 128x128 tiles on 132 SMs (128 tiles, not
+    112), 224 for it in 64x256 tiles (cuBLAS's 64x224 grid)."""
+    rows = math.ceil(m / bm)
+    if rows * math.ceil(n / bn) >= units or rows > units:
+        return bn
+    per_row = units // rows
+    return min(bn, 8 * math.ceil(math.ceil(n / per_row) / 8))
+
+
+def check_column_stride(consts: dict[str, int]) -> None:
+    """ValueError unless NS (where bound) is a multiple of 8 in (0, BN]: a larger stride
+    would leave columns unwritten between tiles."""
+    ns, bn = consts.get("NS"), consts["BN"]
+    if ns is not None and (ns <= 0 or ns > bn or ns % 8):
+        raise ValueError(f"invalid NS {ns!r}; valid choices: a multiple of 8 in 8..{bn} (BN)")
+
+
 def launcher(kernel: ExplicitKernel, source: str) -> Callable[[dict[str, Any]], None]:
     """A callable running the lowered `kernel` (Hopper: TMA descriptors over a [M, K],
     b [K, N], c [M, N]; CDNA3: pointers) on the GEMM family's GPU inputs, one program per
@@ -196,6 +244,7 @@ def launcher(kernel: ExplicitKernel, source: str) -> Callable[[dict[str, Any]], 
 
     entry = load_entry(kernel, source)
     consts = dict(kernel.consts)
+    check_column_stride(consts)
     descs: dict[tuple[int, ...], tuple[Any, ...]] = {}
 
     def run(inputs: dict[str, Any]) -> None:
@@ -206,7 +255,7 @@ def launcher(kernel: ExplicitKernel, source: str) -> Callable[[dict[str, Any]], 
         n = b.shape[1]
         if a.dtype != torch.bfloat16:
             raise UnsupportedShape(f"the explicit GEMM is bf16 only, not {a.dtype}")
-        tiles = math.ceil(m / consts["BM"]) * math.ceil(n / consts["BN"])
+        tiles = math.ceil(m / consts["BM"]) * math.ceil(n / consts.get("NS", consts["BN"]))
         units = torch.cuda.get_device_properties(0).multi_processor_count
         grid = (min(units, tiles),)
         if kernel.descs:
@@ -215,10 +264,10 @@ def launcher(kernel: ExplicitKernel, source: str) -> Callable[[dict[str, Any]], 
             key = (a.data_ptr(), b.data_ptr(), c.data_ptr())
             if key not in descs:
                 descs[key] = tuple(
-                    _tma_desc(kernel, t, name, consts)
-                    for t, name in ((a, "a_desc"), (b, "b_desc"), (c, "c_desc"))
+                    _tma_desc(kernel, inputs[d.tensor], d.name, consts) for d in kernel.descs
                 )
-            entry[grid](*descs[key], m, n, kk, **consts, num_warps=kernel.num_warps)
+            ptrs = [inputs[q.tensor] for q in kernel.ptrs]
+            entry[grid](*descs[key], *ptrs, m, n, kk, **consts, num_warps=kernel.num_warps)
         else:
             if m % consts["BM"] or n % consts["BN"] or kk % consts["BK"]:
                 raise UnsupportedShape(

@@ -1033,7 +1033,12 @@ def _check_output_tags(ctx: _Ctx, part: x.Partition, mma: x.Wgmma, tags: dict[st
                 f"{where}) is stored at rows {_src(st.row0)} = {_safe_eval(dst, env)}... (e.g. {cex})",
                 values=cex,
             )
-    stores = [op for op in x.walk(part.body) if isinstance(op, x.TmaStore) and op.src in written]
+    stores = [
+        op
+        for op in x.walk(part.body)
+        if (isinstance(op, x.TmaStore) and op.src in written)
+        or (isinstance(op, x.StoreTile) and op.acc == mma.acc)  # masked stores from registers
+    ]
     for st in stores:
         for axis, key, what in ((0, "row", "row"), (1, "col", "column")):
             if tags.get(key) is None:

@@ -126,6 +126,13 @@ def _stores(ctx, k, part, op, lets):
                 chain = _chain(ctx, part, mma, U, V, T, depth=0)
                 if chain is not None:
                     chain.extents |= _acc_extents(ctx, acc)
+                    cols = getattr(op, "cols", None)
+                    if cols is not None:  # the tile stores its first `cols` columns only
+                        n = _const_value(ctx, cols)
+                        if n is not None:
+                            chain.extents[V.name] = min(chain.extents[V.name], n)
+                        else:
+                            chain.masks.append(Cmp("<", V, as_expr(ops._expand(cols, lets))))
                     yield tensor, (r + U, c + V), chain
     elif isinstance(op, x.StoreLse):
         tensor = _tensor_of(k, op.ptr)
@@ -139,6 +146,17 @@ def _stores(ctx, k, part, op, lets):
                 chain.masks += _softmax_masks(sm, U, V, lets)
             chain.extents |= _acc_extents(ctx, op.s_acc)
             yield tensor, (row + U,), chain
+
+
+def _const_value(ctx, v: IntLike) -> int | None:
+    """`v` as an int where it is one or names a constexpr of the kernel, else None."""
+    if isinstance(v, int):
+        return v
+    if isinstance(v, Const):
+        return int(v.value)
+    if isinstance(v, Sym) and v.name in {**ctx.kernel.consts, **ctx.consts}:
+        return ctx.kernel.const(v.name, ctx.consts)
+    return None
 
 
 def _acc_extents(ctx, acc: str) -> dict[str, int]:
