@@ -145,3 +145,26 @@ def test_pingpong_attention_takes_turns_and_cross_compiles(d, overlap, bn):
     report = compile_explicit(kernel)
     assert report.ok, report.error
     assert report.spills == 0 and report.instructions["hgmma"] > 0
+
+
+@pytest.mark.parametrize(
+    ("warps", "consts"),
+    [(4, {"STAGES": 6, "NS": 112}), (4, {"BM": 64, "BN": 256, "NS": 224}), (8, {"BN": 256})],
+)
+def test_overlapping_column_tiles_store_from_registers_without_a_tma_store(warps, consts):
+    """`build(column_stride=1)`: the lowered epilogue masks the stores to the tile's first
+    NS columns and to the tensor; no c_smem, no TMA store, and a sixth 32 KiB stage fits
+    at 128x128x64 in what the TMA epilogue's buffer took."""
+    from argus_plugins.backends.hopper.gluon import lower
+
+    kernel = build(warps, 1, 1)
+    consts = {"STAGES": 3, **consts} if warps == 8 else consts
+    src = lower(kernel.with_consts(**consts))
+    assert "mask=(_r[:, None] < M) & (_cc[None, :] < N) & (_c[None, :] < NS)" in src
+    assert "off_n = local // group_rows * NS" in src and "c_smem" not in src
+    assert "async_copy_shared_to_global" not in src
+    report = compile_explicit(kernel, consts)
+    assert report.ok, report.error
+    assert report.spills == 0 and report.instructions["stg"] > 0
+    assert report.instructions["hgmma"] == report.mma_count > 0
+    assert report.shared_bytes <= H100.lds_bytes_per_cu

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from argus_core.ir import explicit as x
-from argus_core.ir.expr import Sym
+from argus_core.ir.expr import Sym, cdiv
 
 it = Sym("it", "loop", 0)
 kk = Sym("kk", "loop", 0)
@@ -870,6 +870,36 @@ BUGS += [
 ]
 
 
+NS = Sym("NS", "const", 1)
+GROUP_ = Sym("GROUP", "const", 1)
+M_ = Sym("M", "shape", 1)
+tile_ = Sym("tile", "loop", 0)
+
+BUGS += [
+    # overlapping column tiles (`build(column_stride=1)`): the consumer steps its tiles by BN
+    # while the producer steps by NS, so a tile is stored BN - NS columns right of where its
+    # B columns were loaded (caught where it is stored)
+    Bug(
+        "column-stride-consumer-steps-bn",
+        "mma/tile/4:Let",
+        x.Let("off_n", local // rows * BN),
+        "output-tag",
+        "mma/tile/9:StoreTile",
+        base="hopper-column-stride",
+    ),
+    # the producer counts column tiles of BN (fewer tiles than the consumer walks): its
+    # tile numbering disagrees with the consumer's
+    Bug(
+        "column-stride-producer-counts-bn-tiles",
+        "load/tile/2:Let",
+        x.Let("local", tile_ % (GROUP_ * cdiv(N_, BN))),
+        "output-tag",
+        "mma/tile/9:StoreTile",
+        base="hopper-column-stride",
+    ),
+]
+
+
 def kernel_for(bug: Bug) -> x.ExplicitKernel:
     from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
     from argus_plugins.kernels.attention.kernel_explicit import build_cdna3 as attn_cdna3
@@ -888,6 +918,7 @@ def kernel_for(bug: Bug) -> x.ExplicitKernel:
         "hopper-unpipelined": lambda: build(4, 0),
         "hopper-1-stage": lambda: build(4, 0).with_consts(STAGES=1),
         "hopper-pipelined-1-stage": lambda: build().with_consts(STAGES=1),
+        "hopper-column-stride": lambda: build(4, 1, 1).with_consts(NS=112),
         "moe": moe_build,
         "moe-fused": lambda: moe_build(8, 1, True),
         "moe-cdna3": moe_cdna3,

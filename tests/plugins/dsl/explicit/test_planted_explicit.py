@@ -42,6 +42,8 @@ def test_corpus_size_and_coverage():
         build(),
         build(8),
         build(4, 0),
+        build(4, 1, 1).with_consts(NS=112),
+        build(8, 1, 1).with_consts(BN=256, STAGES=3, NS=224),
         build_cdna3(),
         build_cdna3(1),
         build_attention(),
