@@ -8,6 +8,7 @@ needed: Triton bundles ptxas and cuobjdump) and reads the SASS report from the c
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -64,19 +65,27 @@ def _wgmma(op: x.Wgmma, k: x.ExplicitKernel) -> list[str]:
 
 
 def _store_tile(op: x.StoreTile, k: x.ExplicitKernel) -> list[str]:
-    """Masked global stores of the accumulator, from its wgmma layout (each thread's
-    column pairs are 4-byte stores): the epilogue needs no shared buffer and no TMA box,
-    so a tile may store fewer columns than it computes."""
+    """Masked global stores of the accumulator: cast, converted from the wgmma layout to
+    rows of 8-element (16-byte) vectors, stored. No TMA box, so a tile may store fewer
+    columns than it computes. (Stored straight from the wgmma layout, 2-4 byte stores, it
+    ran 3-4% slower at 128x14336x4096: H100, benchmarks/overlap_probe.py, 2026-12-06.)"""
     zero = _zero(k, op.acc)
-    lay = _acc_layout(zero)
+    cols = k.const(zero.cols)
+    if cols % 8 or cols > 256:
+        raise x.ExplicitIRError(
+            f"{k.name}: StoreTile of {cols} columns; valid: a multiple of 8 up to 256"
+        )
+    warps = math.prod(zero.layout.warps)
+    lay = f"gl.BlockedLayout([1, 8], [{256 // cols}, {cols // 8}], [{warps}, 1], [1, 0])"
     r0, c0 = (expr(c) for c in op.coords)
     mask = store_tile_mask(op, "_r", "_cc")
     return [
+        f"_v = gl.convert_layout({op.acc}.to({op.ptr}.dtype.element_ty), {lay})",
         f"_r = {r0} + gl.arange(0, {zero.rows}, layout=gl.SliceLayout(1, {lay}))",
         f"_c = gl.arange(0, {zero.cols}, layout=gl.SliceLayout(0, {lay}))",
         f"_cc = {c0} + _c",
-        f"gl.store({op.ptr} + _r[:, None] * {expr(op.stride)} + _cc[None, :], "
-        f"{op.acc}.to({op.ptr}.dtype.element_ty){'' if mask is None else f', mask={mask}'})",
+        f"gl.store({op.ptr} + _r[:, None] * {expr(op.stride)} + _cc[None, :], _v"
+        f"{'' if mask is None else f', mask={mask}'})",
     ]
 
 

@@ -218,13 +218,17 @@ def column_tiles(m: int, n: int, bm: int, bn: int, units: int) -> int:
     """The column stride NS (`build(column_stride=1)`) for an M x N output in BM x BN
     tiles on `units` SMs: BN where the tiles fill the SMs at least once (overlap would
     only add work), else the smallest multiple of 8 whose column tiles, times the row
-    blocks, fit the SMs: 112 for 128x14336 in 128x128 tiles on 132 SMs (128 tiles, not
-    112), 224 for it in 64x256 tiles (cuBLAS's 64x224 grid)."""
+    blocks, fit the SMs, unless that wastes over a quarter of the BN columns each tile
+    loads: 112 for 128x14336 in 128x128 tiles on 132 SMs (128 tiles, not 112), 224 for it
+    in 64x256 tiles (cuBLAS's 64x224 grid)."""
     rows = math.ceil(m / bm)
     if rows * math.ceil(n / bn) >= units or rows > units:
         return bn
     per_row = units // rows
-    return min(bn, 8 * math.ceil(math.ceil(n / per_row) / 8))
+    ns = min(bn, 8 * math.ceil(math.ceil(n / per_row) / 8))
+    # a tile loads BN columns for NS it stores: past a quarter of them wasted, the extra
+    # L2 traffic outweighs the SMs gained (128x4096 at NS 32 of BN 128 ran 1.8x slower)
+    return ns if 4 * ns >= 3 * bn else bn
 
 
 def check_column_stride(consts: dict[str, int]) -> None:

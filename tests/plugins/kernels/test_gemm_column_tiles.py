@@ -25,7 +25,8 @@ from argus_plugins.kernels.gemm.kernel_explicit import (
         (128, 4096, 64, 64, 132, 64),  # 128 tiles already: BN
         (4096, 4096, 128, 256, 132, 256),  # many waves: no overlap
         (128, 14336, 128, 128, 114, 128),  # an H100 PCIe's 114 SMs: 112 tiles fit
-        (100, 1000, 128, 128, 132, 8),
+        (100, 1000, 128, 128, 132, 128),  # NS 8 would waste 15 of 16 columns loaded
+        (128, 4096, 128, 128, 132, 128),  # NS 32: likewise
     ],
 )
 def test_column_tiles_fill_the_sms_with_at_most_one_wave(m, n, bm, bn, units, ns):
