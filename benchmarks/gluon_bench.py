@@ -472,7 +472,9 @@ def _turns(ours: Callable[[], Any], lib: Callable[[], Any], rounds: int) -> dict
     }
 
 
-def run_gpu(quick: bool, rounds: int = 0, only: str = "") -> list[dict[str, Any]]:
+def run_gpu(
+    quick: bool, rounds: int = 0, only: str = "", configs_only: str = ""
+) -> list[dict[str, Any]]:
     import torch
 
     from argus_core.evaluate.timing import measure
@@ -482,6 +484,15 @@ def run_gpu(quick: bool, rounds: int = 0, only: str = "") -> list[dict[str, Any]
     l2 = 60 * 1024 * 1024
     rows = []
     configs = GEMM_CONFIGS[:2] if quick else GEMM_CONFIGS
+    if configs_only:
+        names = {c.strip() for c in configs_only.split(",")}
+        unknown = names - {_cfg(*c) for c in GEMM_CONFIGS}
+        if unknown:
+            raise SystemExit(
+                f"unknown GEMM configuration {sorted(unknown)[0]!r}; valid choices: "
+                + ", ".join(_cfg(*c) for c in GEMM_CONFIGS)
+            )
+        configs = [c for c in GEMM_CONFIGS if _cfg(*c) in names]
     launchers: dict[str, GluonGemm] = {}
     shapes = GEMM_SHAPES[:2] + GEMM_SHAPES[-1:] if quick else GEMM_SHAPES
     if only:  # comma-separated MxNxK names
@@ -801,6 +812,12 @@ def main() -> int:
         "--gemm-shapes", default="", help="only these GEMM shapes (comma-separated MxNxK)"
     )
     ap.add_argument(
+        "--gemm-configs",
+        default="",
+        help="only the GEMM configurations named here (comma-separated names as the table "
+        "prints them, e.g. 'w8 f1 128x256x64 s3 g8,w4 f1 128x128x64 s6 g8 nsauto')",
+    )
+    ap.add_argument(
         "--rounds",
         type=int,
         default=0,
@@ -856,7 +873,11 @@ def main() -> int:
     if bad:
         print(f"not verified: {bad}", file=sys.stderr)
     pipeline = run_pipeline() if args.pipeline else []
-    rows = run_gpu(args.quick, args.rounds, args.gemm_shapes) if "gemm" in families else []
+    rows = (
+        run_gpu(args.quick, args.rounds, args.gemm_shapes, args.gemm_configs)
+        if "gemm" in families
+        else []
+    )
     ratios = [r["ratio"] for r in rows if r.get("ratio")]
     geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
     alt = [r["rounds"]["ratio"] for r in rows if r.get("rounds")]
