@@ -30,6 +30,7 @@ import sys
 from streamk_probe import (
     _load_steps,
     _mma_steps,
+    _tile_offsets,
     compile_report,
     make_runner,
     probe_args,
@@ -43,22 +44,11 @@ from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared,
 EPILOGUES = {"dup": 0, "blk": 1, "acc": 2}
 
 
-@gluon.jit
-def _ov_offsets(tile, M, N, NS, BM: gl.constexpr, GROUP: gl.constexpr):
-    """(off_m, off_n) of `tile` in grouped order; column tiles start every NS columns."""
-    num_m = gl.cdiv(M, BM)
-    num_n = gl.cdiv(N, NS)
-    first_m = tile // (GROUP * num_n) * GROUP
-    group_rows = gl.minimum(num_m - first_m, GROUP)
-    local = tile % (GROUP * num_n)
-    return (first_m + local % group_rows) * BM, local // group_rows * NS
-
-
 # fmt: off
 @gluon.jit
-def _ov_mma(a_desc, c_desc, c_ptr, M, N, K, NS, a_ring, b_ring, c_smem, ready, empty,
+def _ov_mma(a_desc, c_desc, c_ptr, M, N, K, a_ring, b_ring, c_smem, ready, empty,
             BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-            GROUP: gl.constexpr, NUM_WARPS: gl.constexpr, EPI: gl.constexpr):
+            GROUP: gl.constexpr, NUM_WARPS: gl.constexpr, EPI: gl.constexpr, NS: gl.constexpr):
     acc_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[NUM_WARPS, 1], instr_shape=[16, BN, 16])
     blk: gl.constexpr = gl.BlockedLayout([1, 8], [32 * 8 // BN, BN // 8], [NUM_WARPS, 1], [1, 0])
@@ -66,7 +56,7 @@ def _ov_mma(a_desc, c_desc, c_ptr, M, N, K, NS, a_ring, b_ring, c_smem, ready, e
     tiles = gl.cdiv(M, BM) * gl.cdiv(N, NS)
     it = 0
     for tile in range(gl.program_id(0), tiles, gl.num_programs(0)):
-        off_m, off_n = _ov_offsets(tile, M, N, NS, BM, GROUP)
+        off_m, off_n = _tile_offsets(tile, M, N, BM, NS, GROUP)  # column tiles every NS
         acc = gl.zeros((BM, BN), gl.float32, acc_layout)
         acc, it = _mma_steps(a_ring, b_ring, ready, empty, acc, it, 0, KST, STAGES)
         if EPI == 0:
@@ -89,21 +79,23 @@ def _ov_mma(a_desc, c_desc, c_ptr, M, N, K, NS, a_ring, b_ring, c_smem, ready, e
 
 
 @gluon.jit
-def _ov_load(a_desc, b_desc, M, N, K, NS, a_ring, b_ring, ready, empty,
-             BM: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP: gl.constexpr):
+def _ov_load(a_desc, b_desc, M, N, K, a_ring, b_ring, ready, empty,
+             BM: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, GROUP: gl.constexpr,
+             NS: gl.constexpr):
     KST = gl.cdiv(K, BK)
     tiles = gl.cdiv(M, BM) * gl.cdiv(N, NS)
     it = 0
     for tile in range(gl.program_id(0), tiles, gl.num_programs(0)):
-        off_m, off_n = _ov_offsets(tile, M, N, NS, BM, GROUP)
+        off_m, off_n = _tile_offsets(tile, M, N, BM, NS, GROUP)
         it = _load_steps(a_desc, b_desc, a_ring, b_ring, ready, empty, off_m, off_n, it, 0, KST,
                          BK, STAGES)
 
 
 @gluon.jit
-def gemm_overlap(a_desc, b_desc, c_desc, c_ptr, M, N, K, NS,
+def gemm_overlap(a_desc, b_desc, c_desc, c_ptr, M, N, K,
                  BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
-                 GROUP: gl.constexpr, NUM_WARPS: gl.constexpr, EPI: gl.constexpr):
+                 GROUP: gl.constexpr, NUM_WARPS: gl.constexpr, EPI: gl.constexpr,
+                 NS: gl.constexpr):
     layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
     a_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], layout)
     b_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], layout)
@@ -115,10 +107,10 @@ def gemm_overlap(a_desc, b_desc, c_desc, c_ptr, M, N, K, NS,
         mbarrier.init(empty.index(i), count=1)
     fence_async_shared()
     gl.warp_specialize([
-        (_ov_mma, (a_desc, c_desc, c_ptr, M, N, K, NS, a_ring, b_ring, c_smem, ready, empty,
-                   BM, BN, BK, STAGES, GROUP, NUM_WARPS, EPI)),
-        (_ov_load, (a_desc, b_desc, M, N, K, NS, a_ring, b_ring, ready, empty,
-                    BM, BK, STAGES, GROUP)),
+        (_ov_mma, (a_desc, c_desc, c_ptr, M, N, K, a_ring, b_ring, c_smem, ready, empty,
+                   BM, BN, BK, STAGES, GROUP, NUM_WARPS, EPI, NS)),
+        (_ov_load, (a_desc, b_desc, M, N, K, a_ring, b_ring, ready, empty,
+                    BM, BK, STAGES, GROUP, NS)),
     ], [1], [24])
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(i))
@@ -163,7 +155,7 @@ def overlap_runner(shape, cfg: tuple, ns: int, epi: int, sms: int, torch):
             )
         da, db, dc = cache[key]
         gemm_overlap[(ctas,)](
-            da, db, dc, c, m, n, k, ns, bm, bn, bk, stages, 8, warps, epi, num_warps=warps
+            da, db, dc, c, m, n, k, bm, bn, bk, stages, 8, warps, epi, ns, num_warps=warps
         )
 
     return run, {"tiles": tiles, "ctas": ctas, "ns": ns, "epi": epi}, None
@@ -182,9 +174,10 @@ def compile_only() -> int:
                     "b_desc": nvmma_desc_type("bf16", bk, bn),
                     "c_desc": nvmma_desc_type("bf16", bm, bn),
                     "c_ptr": "*bf16",
-                    **{s: "i32" for s in ("M", "N", "K", "NS")},
+                    **{s: "i32" for s in ("M", "N", "K")},
                 }
-                consts = dict(BM=bm, BN=bn, BK=bk, STAGES=stages, GROUP=8, NUM_WARPS=warps, EPI=epi)
+                consts = dict(BM=bm, BN=bn, BK=bk, STAGES=stages, GROUP=8, NUM_WARPS=warps)
+                consts.update(EPI=epi, NS=ns)
                 rep = compile_report(gemm_overlap, sig, consts, warps)
                 rep.pop("ptx")
                 print(name, tile_label(cfg), f"ns{ns} {label}", rep, flush=True)
