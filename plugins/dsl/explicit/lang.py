@@ -52,6 +52,13 @@ class Kernel:
         text, `outputs`: the tensors it writes); not part of what is lowered or proved."""
         self._meta.update(facts)
 
+    def require(self, pred: Any, why: str) -> None:
+        """A precondition on the shapes the launcher enforces (`pred` an expression over
+        scalars and constexprs, e.g. `(S % BM).eq(0)`): the verifier assumes it where it
+        quantifies over shapes (output ownership), and `why` says what breaks without it."""
+        self._meta.setdefault("requires", ())
+        self._meta["requires"] = (*self._meta["requires"], (pred, why))
+
     def scalar(self, name: str) -> Sym:
         self._scalars.append(name)
         return Sym(name, "shape", 1)

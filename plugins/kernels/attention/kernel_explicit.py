@@ -189,6 +189,7 @@ def build_persistent(d: int = 128, stages: int = 2, pingpong: bool = False) -> E
     S, SKV, H, HKV = k.scalar("S"), k.scalar("SKV"), k.scalar("H"), k.scalar("HKV")
     NH = k.scalar("NH")  # B * H: the (batch, query head) pairs
     BM, BN, HM = k.const("BM", 128), k.const("BN", 128), k.const("HM", 64)
+    k.require((S % BM).eq(0), "a head's last query block would spill into the next head's rows")
     k.const("D", d)
     STAGES = k.const("STAGES", stages)
     for desc, tensor, r in (

@@ -45,6 +45,12 @@ counter, the kernel's constexprs fixed):
 - **group tags** (`_strip_groups`: a table-loaded scalar selecting an expert's block of
   stacked weights): the table is indexed by A's row block; output tags ignore the group;
   a gated epilogue (`SiluMul`) pairs each gate column with the up column `up_offset` later.
+- **output ownership** (`_check_store_overlap`: stores of a persistent tile loop,
+  `for tile in range(pid, T, npid)`, every tile once over all CTAs): no two tiles, and no
+  two store ops on one tensor, write the same output element (inside the store's masks:
+  a `StoreTile`'s `cols` and `limits`; a TMA store's whole box). Overlapping column tiles
+  (the GEMM's `column_stride`) must store only their first NS columns; a counterexample
+  names the shape, the two tiles and the element.
 - **CDNA3** (`_check_lds`): LDS races per stage across barriers, blocked-layout owners,
   MFMA k per lane (16 or 32 lanes per k group), and fragment/output tags through LDS, a
   transposed B and a register P (the attention's scores' key block).
@@ -63,7 +69,7 @@ from typing import Any
 import z3
 
 from argus_core.ir import explicit as x
-from argus_core.ir.expr import IntLike, Sym, to_source, to_z3
+from argus_core.ir.expr import BinOp, Call, Cmp, Const, IntLike, Sym, binop, call, to_source, to_z3
 from argus_core.layout.linear import blocked
 from argus_core.types import VerifyReport
 from argus_plugins.verifiers.smt.solver import _load_factor
@@ -110,6 +116,7 @@ def verify_explicit(
     _check_handshakes(ctx)
     _check_races(ctx)
     _check_lds(ctx)
+    _check_store_overlap(ctx)
     if extra is not None:  # more obligations over the same context (explicit_spec.py)
         extra(ctx)
     status = "violated" if ctx.found else "verified"
@@ -1056,6 +1063,192 @@ def _check_output_tags(ctx: _Ctx, part: x.Partition, mma: x.Wgmma, tags: dict[st
                     f"(e.g. {cex}): producer and consumer disagree on the tile",
                     values=cex,
                 )
+
+
+# ------------------------------------------------------------------ output ownership
+
+
+def _stored_box(ctx: _Ctx, op: x.XOp) -> tuple[str, int, int, Any, Any] | None:
+    """(tensor, rows, columns, column limit or None, limits or None) of a store op's box;
+    None for an op that is not a store."""
+    k = ctx.kernel
+    if isinstance(op, x.TmaStore):
+        d = next(d for d in k.descs if d.name == op.desc)
+        rows, cols = (k.const(b, ctx.consts) for b in d.block)
+        return d.tensor, rows, cols, None, None
+    if isinstance(op, x.StoreTile):
+        zero = next((o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == op.acc), None)
+        if zero is None:
+            return None
+        rows, cols = k.const(zero.rows, ctx.consts), k.const(zero.cols, ctx.consts)
+        return k.ptr(op.ptr).tensor, rows, cols, op.cols, op.limits
+    return None
+
+
+def _check_store_overlap(ctx: _Ctx) -> None:
+    """No output element is written twice by the stores of a persistent tile loop: for two
+    tiles t1 != t2 (or two store ops on one tensor, t1 and t2 any) z3 looks for elements
+    (r1 + u1, c1 + v1) == (r2 + u2, c2 + v2) inside both boxes (and their masks), every
+    shape symbol free >= 1. Stores whose coordinates depend on anything but the tile, the
+    shapes and the constexprs (a table-loaded expert, an inner loop) are not modelled."""
+    k = ctx.kernel
+    for part in k.partitions:
+        lets = _lets(ctx, part)
+        for loop in part.body:
+            if not (
+                isinstance(loop, x.Loop)
+                and getattr(loop.start, "name", None) == "pid"
+                and getattr(loop.step, "name", None) == "npid"
+            ):
+                continue
+            stores = []
+            for op in loop.body:
+                box = _stored_box(ctx, op)
+                if box is None:
+                    continue
+                coords = [_expand(c, lets) for c in op.coords]
+                free = _syms(*coords, loop.stop) - {loop.var}
+                if any(f.kind not in ("shape", "const") for f in free):
+                    continue
+                stores.append((op, box, coords))
+            for i, (op1, box1, c1) in enumerate(stores):
+                for op2, box2, c2 in stores[i:]:
+                    if box1[0] == box2[0]:
+                        _overlap_query(ctx, loop, (op1, box1, c1), (op2, box2, c2), lets)
+
+
+def _multiples(ctx: _Ctx, requires: list[Any], env: dict[str, Any]) -> dict[Any, Any]:
+    """Preconditions `X % C == 0` (X a shape, C a constexpr) as the substitution X = C * q:
+    z3 then reasons linearly about X // C where the modulo constraint left it to nonlinear
+    search. Rewrites `env`;
+    returns {precondition: q}."""
+    out = {}
+    for pred in requires:
+        if not (isinstance(pred, Cmp) and pred.op == "==" and pred.b == Const(0)):
+            continue
+        a = pred.a
+        if not (isinstance(a, BinOp) and a.op == "%" and isinstance(a.a, Sym)):
+            continue
+        x_name, c = a.a.name, a.b
+        c_val = c.value if isinstance(c, Const) else ctx.consts.get(getattr(c, "name", ""))
+        if x_name in ctx.consts or x_name not in env or c_val is None:
+            continue
+        q = z3.Int(f"{x_name}_over_{c_val}")
+        env[x_name] = c_val * q
+        out[pred] = q
+    return out
+
+
+def _purify(e: IntLike, ctx: _Ctx, memo: dict, side: list) -> IntLike:
+    """`e` with each `a // b` and `a % b` whose divisor is not a constexpr replaced by fresh
+    integers d, r (`side` gets (a, b, d, r): a == d * b + r, 0 <= r < b). z3 proves the
+    tiles' ownership at once this way where the divisions by a shape left it to nonlinear
+    search, timing out one run in two (the persistent attention's `tile // cdiv(S, BM)`)."""
+    if isinstance(e, int) or isinstance(e, Sym | Const):
+        return e
+    if isinstance(e, BinOp):
+        a, b = _purify(e.a, ctx, memo, side), _purify(e.b, ctx, memo, side)
+        if e.op in ("//", "%") and any(s.name not in ctx.consts for s in _syms(b)):
+            key = (repr(a), repr(b))
+            if key not in memo:
+                n = len(memo)
+                memo[key] = (Sym(f"_quot{n}", "loop", 0), Sym(f"_rem{n}", "loop", 0))
+                side.append((a, b, *memo[key]))
+            return memo[key][0] if e.op == "//" else memo[key][1]
+        return binop(e.op, a, b)
+    if isinstance(e, Call):
+        return call(e.fn, *(_purify(a, ctx, memo, side) for a in e.args))
+    return e
+
+
+def _overlap_query(ctx: _Ctx, loop: x.Loop, a, b, lets) -> None:
+    """Report two stores of one element (see `_check_store_overlap`). Two encodings: the
+    divisions purified (`_purify`: the persistent attention's, proved in ~0.01 s), then,
+    where z3 gives up within that short budget, as they are (the GEMM's grouped order,
+    whose `min` the purified form loses: ~0.1 s)."""
+    ctx.assertions += 1
+    for purify, budget in ((True, 200), (False, 2000)):
+        verdict = _overlap_solve(ctx, loop, a, b, lets, purify, budget)
+        if verdict != "unknown":
+            return
+
+
+def _overlap_solve(ctx: _Ctx, loop: x.Loop, a, b, lets, purify: bool, budget_ms: int) -> str:
+    """One encoding of `_overlap_query`: "sat" (reported), "unsat" or "unknown"."""
+    (op1, (tensor, rows1, cols1, n1, lim1), c1), (op2, (_, rows2, cols2, n2, lim2), c2) = a, b
+    t1, t2 = Sym("tile_1", "loop", 0), Sym("tile_2", "loop", 0)
+    stop = _expand(loop.stop, lets)
+    memo: dict = {}
+    side: list = []
+
+    def at(e: IntLike, t: Sym) -> IntLike:
+        if isinstance(e, int):
+            return e
+        e = e.subs({loop.var: t})
+        return _purify(e, ctx, memo, side) if purify else e
+
+    r1, q1 = (at(e, t1) for e in c1)
+    r2, q2 = (at(e, t2) for e in c2)
+    extra = [e for e in (n1, n2, *(lim1 or ()), *(lim2 or ())) if e is not None]
+    requires = [pred for pred, _ in ctx.kernel.meta.get("requires", ())]
+    syms = _syms(r1, q1, r2, q2, stop, *extra, *requires, *(v for row in side for v in row))
+    env = _env(ctx, syms | {t1, t2})
+    multiples = _multiples(ctx, requires, env)
+    u1, v1, u2, v2 = z3.Ints("u1 v1 u2 v2")
+
+    def z(e: IntLike) -> Any:
+        return to_z3(e, env)
+
+    sol = z3.Solver()
+    sol.set("timeout", int(budget_ms * _load_factor()))
+    shapes = sorted(s.name for s in syms if s.kind == "shape" and s.name not in ctx.consts)
+    for name in shapes:
+        sol.add(env[name] >= 1)
+    for pred in requires:  # the launcher's preconditions on the shapes
+        if pred not in multiples:
+            sol.add(z(pred))
+    for q in multiples.values():
+        sol.add(q >= 1)
+    for num, den, d, r in side:  # the purified divisions (divisors >= 1 in every valid tile)
+        sol.add(z(den) >= 1, z(num) == z(d) * z(den) + z(r), 0 <= z(r), z(r) < z(den))
+    ta, tb, T = env["tile_1"], env["tile_2"], z(stop)
+    sol.add(0 <= ta, ta < T, 0 <= tb, tb < T)
+    if op1 is op2:
+        sol.add(ta < tb)
+    for r, q, u, v, rows, cols, n, lim in (
+        (r1, q1, u1, v1, rows1, cols1, n1, lim1),
+        (r2, q2, u2, v2, rows2, cols2, n2, lim2),
+    ):
+        sol.add(0 <= u, u < rows, 0 <= v, v < cols)
+        if n is not None:  # only the tile's first n columns are stored
+            sol.add(v < z(n))
+        if lim is not None:  # masked off past the tensor
+            sol.add(z(r) + u < z(lim[0]), z(q) + v < z(lim[1]))
+    sol.add(z(r1) + u1 == z(r2) + u2, z(q1) + v1 == z(q2) + v2)
+    verdict = sol.check()
+    if verdict != z3.sat:
+        return "unsat" if verdict == z3.unsat else "unknown"
+    m = sol.model()
+
+    def val(e: Any) -> int:
+        return m.eval(e, model_completion=True).as_long()
+
+    shape = {name: val(env[name]) for name in shapes}
+    i, j, row, col = val(ta), val(tb), val(z(r1) + u1), val(z(q1) + v1)
+    both = op1.point if op1 is op2 else f"{op1.point} and {op2.point}"
+    w1 = _src(cols1 if n1 is None else n1)
+    w2 = _src(cols2 if n2 is None else n2)
+    ctx.report(
+        "output-overlap",
+        op2,
+        f"{tensor}[{row}, {col}] is written by tile {i} and by tile {j} ({both}, shape "
+        f"{shape}): tile {i} stores {rows1}x{w1} at ({', '.join(map(_src, op1.coords))}) = "
+        f"({val(z(r1))}, {val(z(q1))}), tile {j} {rows2}x{w2} at "
+        f"({', '.join(map(_src, op2.coords))}) = ({val(z(r2))}, {val(z(q2))}): two CTAs write "
+        "one element (a store wider than the tiles' stride?)",
+        values={**shape, "tile_1": i, "tile_2": j, "row": row, "col": col},
+    )
+    return "sat"
 
 
 # ------------------------------------------------------------------ layouts

@@ -900,6 +900,30 @@ BUGS += [
 ]
 
 
+BUGS += [
+    # overlapping column tiles storing the whole BN columns: two CTAs write the NS..BN
+    # columns of one tile's neighbour (a write-write race between CTAs)
+    Bug(
+        "column-stride-store-whole-tile",
+        "mma/tile/9:StoreTile",
+        x.StoreTile("c_ptr", "acc", (off_m, off_n), N_, None, (M_, N_)),
+        "output-overlap",
+        "mma/tile/9:StoreTile",
+        base="hopper-column-stride",
+    ),
+    # both partitions step column tiles by BN/2 (producer and consumer agree, the spec's
+    # reads hold): every TMA store of a BN-wide tile overlaps the next tile's
+    Bug(
+        "tiles-stepped-half-a-tile",
+        "mma/tile/4:Let",
+        x.Let("off_n", local // rows * (BN // 2)),
+        "output-overlap",
+        "mma/tile/12:TmaStore",
+        more=(("load/tile/4:Let", x.Let("off_n", local // rows * (BN // 2))),),
+    ),
+]
+
+
 def kernel_for(bug: Bug) -> x.ExplicitKernel:
     from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
     from argus_plugins.kernels.attention.kernel_explicit import build_cdna3 as attn_cdna3

@@ -32,6 +32,7 @@ def test_corpus_size_and_coverage():
         "group-tag",
         "handshake-deadlock",
         "handshake-order",
+        "output-overlap",
     ):
         assert kind in KINDS
 
@@ -109,3 +110,20 @@ def test_swizzle_counterexample_names_an_element_at_two_addresses():
     assert cex["address"] == plain ^ (((plain >> 7) & 7) << 4)
     assert cex["other_address"] == plain ^ (((plain >> 7) & 3) << 4)
     assert cex["address"] != cex["other_address"]
+
+
+def test_output_ownership_rests_on_the_kernels_stated_shape_precondition():
+    """The persistent attention stores O of head h's query block m at rows h * S + m * BM
+    of the flattened [B*H*S, D] tensor: with S not a multiple of BM a head's last block
+    spills into the next head's rows, which the launcher refuses (`k.require`). Without the
+    stated precondition the verifier finds the two tiles writing one row."""
+    from dataclasses import replace
+
+    kernel = build_persistent()
+    assert verify_explicit(kernel).status == "verified"
+    bare = replace(kernel, meta={k: v for k, v in kernel.meta.items() if k != "requires"})
+    report = verify_explicit(bare)
+    hits = [c for c in report.counterexamples if c["kind"] == "output-overlap"]
+    assert hits and hits[0]["message"].startswith("o[")
+    v = hits[0]["values"]
+    assert v["S"] % 128 != 0 and v["tile_1"] != v["tile_2"]
