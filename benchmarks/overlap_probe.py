@@ -32,9 +32,9 @@ from streamk_probe import (
     _mma_steps,
     _tile_offsets,
     compile_report,
+    desc_launcher,
     make_runner,
-    probe_args,
-    run_shapes,
+    probe_main,
     tile_label,
 )
 from triton.experimental import gluon
@@ -134,30 +134,19 @@ OVERLAP = {
 
 def overlap_runner(shape, cfg: tuple, ns: int, epi: int, sms: int, torch):
     """(run, info, None) of `gemm_overlap` at `cfg` with column stride `ns`."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
     m, n, k = shape
     bm, bn, bk, stages, warps = cfg
     if ns % 8 or not 0 < ns <= bn:
         raise ValueError(f"invalid NS {ns}: a multiple of 8 in (0, BN={bn}]")
     tiles = math.ceil(m / bm) * math.ceil(n / ns)
     ctas = min(sms, tiles)
-    lay = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    cache = {}
 
-    def run(a, b, c):
-        key = (a.data_ptr(), b.data_ptr(), c.data_ptr())
-        if key not in cache:
-            cache[key] = (
-                TensorDescriptor.from_tensor(a, [bm, bk], lay),
-                TensorDescriptor.from_tensor(b, [bk, bn], lay),
-                TensorDescriptor.from_tensor(c, [bm, bn], lay),
-            )
-        da, db, dc = cache[key]
+    def launch(da, db, dc, c):
         gemm_overlap[(ctas,)](
             da, db, dc, c, m, n, k, bm, bn, bk, stages, 8, warps, epi, ns, num_warps=warps
         )
 
+    run = desc_launcher(launch, (bm, bk), (bk, bn), (bm, bn), pass_c=True)
     return run, {"tiles": tiles, "ctas": ctas, "ns": ns, "epi": epi}, None
 
 
@@ -184,23 +173,20 @@ def compile_only() -> int:
     return 0
 
 
+def build(name, shape, sms, torch, rows):
+    """The candidates of shape `name` (label -> (run, info, counters or None))."""
+    cfg = SHIPPED[name]
+    cands = {f"shipped {tile_label(cfg)}": make_runner(shape, cfg, False, sms, torch)}
+    for ocfg, ns in OVERLAP.get(name, []):
+        for label, epi in EPILOGUES.items():
+            cands[f"ns{ns} {label} {tile_label(ocfg)}"] = overlap_runner(
+                shape, ocfg, ns, epi, sms, torch
+            )
+    return cands
+
+
 def main(argv=None) -> int:
-    ap, argv = probe_args(__doc__, SHIPPED, "overlap_probe.json", 5, True, argv)
-    args = ap.parse_args(argv)
-    if args.compile_only:
-        return compile_only()
-
-    def build(name, shape, sms, torch, rows):
-        cfg = SHIPPED[name]
-        cands = {f"shipped {tile_label(cfg)}": make_runner(shape, cfg, False, sms, torch)}
-        for ocfg, ns in OVERLAP.get(name, []):
-            for label, epi in EPILOGUES.items():
-                cands[f"ns{ns} {label} {tile_label(ocfg)}"] = overlap_runner(
-                    shape, ocfg, ns, epi, sms, torch
-                )
-        return cands
-
-    return run_shapes(args, build)
+    return probe_main(__doc__, SHIPPED, "overlap_probe.json", 5, compile_only, build, argv)
 
 
 if __name__ == "__main__":

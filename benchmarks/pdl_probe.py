@@ -36,8 +36,7 @@ from streamk_probe import (
     SHAPES,
     compile_kernel,
     make_runner,
-    probe_args,
-    run_shapes,
+    probe_main,
     tile_label,
 )
 
@@ -66,26 +65,21 @@ def compile_only() -> int:
     return 0
 
 
+def build(name, shape, sms, torch, rows):
+    """The candidates of shape `name` (label -> (run, info, counters or None))."""
+    cands = {}
+    for cfg in [SHAPES[name], *DEEP.get(name, [])]:
+        for p in VARIANTS if cfg == SHAPES[name] else (0, 1):
+            cands[f"pdl{p} {tile_label(cfg)}"] = make_runner(shape, cfg, False, sms, torch, pdl=p)
+    bm, bn, bk, stages, warps = SHAPES[name]
+    if bn == 256:  # the epilogue in halves, at the shipped ring and one stage deeper
+        for cfg in ((bm, bn, bk, stages, warps), (bm, bn, bk, stages + 1, warps)):
+            cands[f"epi2 {tile_label(cfg)}"] = make_runner(shape, cfg, False, sms, torch, epi=2)
+    return cands
+
+
 def main(argv=None) -> int:
-    ap, argv = probe_args(__doc__, SHAPES, "pdl_probe.json", 5, True, argv)
-    args = ap.parse_args(argv)
-    if args.compile_only:
-        return compile_only()
-
-    def build(name, shape, sms, torch, rows):
-        cands = {}
-        for cfg in [SHAPES[name], *DEEP.get(name, [])]:
-            for p in VARIANTS if cfg == SHAPES[name] else (0, 1):
-                cands[f"pdl{p} {tile_label(cfg)}"] = make_runner(
-                    shape, cfg, False, sms, torch, pdl=p
-                )
-        bm, bn, bk, stages, warps = SHAPES[name]
-        if bn == 256:  # the epilogue in halves, at the shipped ring and one stage deeper
-            for cfg in ((bm, bn, bk, stages, warps), (bm, bn, bk, stages + 1, warps)):
-                cands[f"epi2 {tile_label(cfg)}"] = make_runner(shape, cfg, False, sms, torch, epi=2)
-        return cands
-
-    return run_shapes(args, build)
+    return probe_main(__doc__, SHAPES, "pdl_probe.json", 5, compile_only, build, argv)
 
 
 if __name__ == "__main__":

@@ -33,8 +33,7 @@ from streamk_probe import (
     _tile_offsets,
     compile_report,
     desc_launcher,
-    probe_args,
-    run_shapes,
+    probe_main,
     shipped_candidate,
 )
 from triton.experimental import gluon
@@ -187,24 +186,21 @@ def compile_only() -> int:
     return 0
 
 
+def build(name, shape, sms, torch, rows):
+    """The candidates of shape `name` (label -> (run, info, counters or None))."""
+    cands = shipped_candidate(SHIPPED[name], shape, sms, torch)
+    for cfg in SK_CONFIGS[name]:
+        label = f"splitK{cfg[4]} {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[5]}"
+        try:
+            cands[label] = make_sk_runner(shape, cfg, sms, torch)
+        except ValueError as exc:  # a grid that cannot be resident: reported, not run
+            print(f"{name} {label}: FAILED {exc}", flush=True)
+            rows.append({"shape": name, "variant": label, "failed": str(exc)})
+    return cands
+
+
 def main(argv=None) -> int:
-    ap, argv = probe_args(__doc__, SK_CONFIGS, "splitk.json", 7, True, argv)
-    args = ap.parse_args(argv)
-    if args.compile_only:
-        return compile_only()
-
-    def build(name, shape, sms, torch, rows):
-        cands = shipped_candidate(SHIPPED[name], shape, sms, torch)
-        for cfg in SK_CONFIGS[name]:
-            label = f"splitK{cfg[4]} {cfg[0]}x{cfg[1]}x{cfg[2]} s{cfg[3]} w{cfg[5]}"
-            try:
-                cands[label] = make_sk_runner(shape, cfg, sms, torch)
-            except ValueError as exc:  # a grid that cannot be resident: reported, not run
-                print(f"{name} {label}: FAILED {exc}", flush=True)
-                rows.append({"shape": name, "variant": label, "failed": str(exc)})
-        return cands
-
-    return run_shapes(args, build)
+    return probe_main(__doc__, SK_CONFIGS, "splitk.json", 7, compile_only, build, argv)
 
 
 if __name__ == "__main__":

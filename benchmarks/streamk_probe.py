@@ -455,9 +455,10 @@ def print_table(table: list) -> None:
         print(f"{name:18} {label:28} {med:10.4f} {tf:8.1f} {ratio:11.3f}")
 
 
-def desc_launcher(launch, block_a, block_b, block_c=None):
+def desc_launcher(launch, block_a, block_b, block_c=None, pass_c: bool = False):
     """`run(a, b, c)` calling `launch(da, db, dc_or_c)` with TMA descriptors of a, b (and c
-    when `block_c` is given; else c itself), built once per input set."""
+    when `block_c` is given; else c itself), built once per input set; `pass_c` also
+    passes c itself last (a kernel storing through both)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     lay = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
@@ -471,7 +472,7 @@ def desc_launcher(launch, block_a, block_b, block_c=None):
                 TensorDescriptor.from_tensor(b, list(block_b), lay),
                 c if block_c is None else TensorDescriptor.from_tensor(c, list(block_c), lay),
             )
-        launch(*cache[key])
+        launch(*cache[key], *((c,) if pass_c else ()))
 
     return run
 
@@ -494,6 +495,18 @@ def probe_args(doc: str, shapes, out_name: str, rounds: int, graph_default: bool
     ap.add_argument("--shapes", default=",".join(shapes))
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), out_name))
     return ap, argv
+
+
+def probe_main(
+    doc: str, shapes, out_name: str, rounds: int, compile_only, build, argv=None, trials: int = 3
+) -> int:
+    """A probe's whole command line (`probe_args`, graph replays by default):
+    `compile_only()` under --compile-only, else `run_shapes` with `build`."""
+    ap, argv = probe_args(doc, shapes, out_name, rounds, True, argv)
+    args = ap.parse_args(argv)
+    if args.compile_only:
+        return compile_only()
+    return run_shapes(args, build, trials)
 
 
 def run_shapes(args, build, trials: int = 3) -> int:
@@ -561,22 +574,19 @@ def compile_only() -> int:
     return 0
 
 
+def build(name, shape, sms, torch, rows):
+    """The candidates of shape `name` (label -> (run, info, counters or None))."""
+    cands = {}
+    for cfg in [SHAPES[name], *EXTRA.get(name, [])]:
+        for sk in (False, True):
+            cands[f"{'SK' if sk else 'DP'} {tile_label(cfg)}"] = make_runner(
+                shape, cfg, sk, sms, torch
+            )
+    return cands
+
+
 def main(argv=None) -> int:
-    ap, argv = probe_args(__doc__, SHAPES, "streamk_probe.json", 5, True, argv)
-    args = ap.parse_args(argv)
-    if args.compile_only:
-        return compile_only()
-
-    def build(name, shape, sms, torch, rows):
-        cands = {}
-        for cfg in [SHAPES[name], *EXTRA.get(name, [])]:
-            for sk in (False, True):
-                cands[f"{'SK' if sk else 'DP'} {tile_label(cfg)}"] = make_runner(
-                    shape, cfg, sk, sms, torch
-                )
-        return cands
-
-    return run_shapes(args, build)
+    return probe_main(__doc__, SHAPES, "streamk_probe.json", 5, compile_only, build, argv)
 
 
 if __name__ == "__main__":
