@@ -81,6 +81,7 @@ class _Ctx:
     consts: dict[str, int]
     found: list[dict[str, Any]] = field(default_factory=list)
     assertions: int = 0
+    undecided: list[str] = field(default_factory=list)  # obligations z3 left open (timeout)
 
     def report(self, kind: str, op: x.XOp | None, message: str, **detail: Any) -> None:
         point = op.point if op is not None else ""
@@ -119,13 +120,19 @@ def verify_explicit(
     _check_store_overlap(ctx)
     if extra is not None:  # more obligations over the same context (explicit_spec.py)
         extra(ctx)
-    status = "violated" if ctx.found else "verified"
-    summary = (
-        f"{kernel.name}: {ctx.assertions} thread-level obligations proved"
-        if not ctx.found
-        else f"{kernel.name}: {len(ctx.found)} violations, first: {ctx.found[0]['kind']} at "
-        f"{ctx.found[0]['point']}: {ctx.found[0]['message']}"
-    )
+    status = "violated" if ctx.found else "unknown" if ctx.undecided else "verified"
+    if ctx.found:
+        summary = (
+            f"{kernel.name}: {len(ctx.found)} violations, first: {ctx.found[0]['kind']} at "
+            f"{ctx.found[0]['point']}: {ctx.found[0]['message']}"
+        )
+    elif ctx.undecided:
+        summary = (
+            f"{kernel.name}: {ctx.assertions - len(ctx.undecided)} of {ctx.assertions} "
+            f"obligations proved; z3 timed out on {', '.join(ctx.undecided)}"
+        )
+    else:
+        summary = f"{kernel.name}: {ctx.assertions} thread-level obligations proved"
     return VerifyReport(
         status=status,
         counterexamples=ctx.found,
@@ -1171,6 +1178,7 @@ def _overlap_query(ctx: _Ctx, loop: x.Loop, a, b, lets) -> None:
         verdict = _overlap_solve(ctx, loop, a, b, lets, purify, budget)
         if verdict != "unknown":
             return
+    ctx.undecided.append(f"output ownership of {a[0].point} / {b[0].point}")
 
 
 def _overlap_solve(ctx: _Ctx, loop: x.Loop, a, b, lets, purify: bool, budget_ms: int) -> str:

@@ -127,3 +127,16 @@ def test_output_ownership_rests_on_the_kernels_stated_shape_precondition():
     assert hits and hits[0]["message"].startswith("o[")
     v = hits[0]["values"]
     assert v["S"] % 128 != 0 and v["tile_1"] != v["tile_2"]
+
+
+def test_an_ownership_obligation_z3_leaves_open_makes_the_report_unknown(monkeypatch):
+    """A timeout is not a proof: with z3's budget cut to a few milliseconds the GEMM's
+    ownership query (its grouped tile order takes z3 ~0.1 s) is undecided, and the report
+    says so instead of `verified`."""
+    from argus_plugins.verifiers.smt import explicit_ops
+
+    monkeypatch.setattr(explicit_ops, "_load_factor", lambda: 0.005)
+    report = verify_explicit(build())
+    assert report.status == "unknown", report.summary
+    assert "z3 timed out on output ownership of mma/tile/" in report.summary
+    assert report.counterexamples == []
