@@ -35,11 +35,12 @@ def build(num_warps: int = 4, mma_in_flight: int = 1, column_stride: int = 0) ->
 
     `column_stride` 1: overlapping column tiles. Column tile j starts at column `j * NS`
     (constexpr `NS` <= BN, a multiple of 8): it loads and multiplies BN columns of B and
-    stores only its first NS, by masked stores from the accumulator (no shared buffer, no
-    TMA box, whose widths are powers of two). A grid of fewer tiles than SMs fills them:
+    stores only its first NS, by masked 16-byte stores (no c_smem buffer and no TMA box,
+    whose widths are powers of two). A grid of fewer tiles than SMs fills them:
     128x14336x4096 is 112 tiles of 128x128 on 132 SMs, 128 tiles at NS = 112 (the extra
     16 columns a tile loads are L2 hits, its neighbour loads them in the same wave).
-    `column_tiles` picks NS for a shape."""
+    `column_tiles` picks NS for a shape. Measured on an H100: no faster there (each CTA
+    still reads its 1 MiB of A and of B; docs/performance.md, 2026-12-06)."""
     if num_warps not in (4, 8):
         raise ValueError(f"invalid num_warps {num_warps!r}; valid choices: 4, 8")
     if mma_in_flight not in (0, 1):
