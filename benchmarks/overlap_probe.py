@@ -28,6 +28,7 @@ import math
 import sys
 
 from streamk_probe import (
+    SWIZZLED,
     _load_steps,
     _mma_steps,
     _tile_offsets,
@@ -35,11 +36,13 @@ from streamk_probe import (
     desc_launcher,
     make_runner,
     probe_main,
+    ring_setup,
+    ring_teardown,
     tile_label,
 )
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, tma
 
 EPILOGUES = {"dup": 0, "blk": 1, "acc": 2}
 
@@ -96,25 +99,15 @@ def gemm_overlap(a_desc, b_desc, c_desc, c_ptr, M, N, K,
                  BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                  GROUP: gl.constexpr, NUM_WARPS: gl.constexpr, EPI: gl.constexpr,
                  NS: gl.constexpr):
-    layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    a_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], layout)
-    b_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], layout)
-    c_smem = gl.allocate_shared_memory(a_desc.dtype, [BM if EPI == 0 else 8, BN], layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
-    fence_async_shared()
+    a_ring, b_ring, ready, empty = ring_setup(a_desc, BM, BN, BK, STAGES)
+    c_smem = gl.allocate_shared_memory(a_desc.dtype, [BM if EPI == 0 else 8, BN], SWIZZLED)
     gl.warp_specialize([
         (_ov_mma, (a_desc, c_desc, c_ptr, M, N, K, a_ring, b_ring, c_smem, ready, empty,
                    BM, BN, BK, STAGES, GROUP, NUM_WARPS, EPI, NS)),
         (_ov_load, (a_desc, b_desc, M, N, K, a_ring, b_ring, ready, empty,
                     BM, BK, STAGES, GROUP, NS)),
     ], [1], [24])
-    for i in gl.static_range(STAGES):
-        mbarrier.invalidate(ready.index(i))
-        mbarrier.invalidate(empty.index(i))
+    ring_teardown(ready, empty, STAGES)
 # fmt: on
 
 

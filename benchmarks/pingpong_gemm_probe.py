@@ -35,12 +35,15 @@ from __future__ import annotations
 import sys
 
 from streamk_probe import (
+    SWIZZLED,
     _load_steps,
     _store_tile,
     _tile_offsets,
     compile_report,
     desc_launcher,
     probe_args,
+    ring_setup,
+    ring_teardown,
     run_shapes,
     shipped_candidate,
 )
@@ -203,25 +206,15 @@ def _de_mma(
 def gemm_deferred(a_desc, b_desc, c_desc, M, N, K,
                   BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                   GROUP: gl.constexpr, NUM_WARPS: gl.constexpr):
-    layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    a_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], layout)
-    b_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], layout)
-    c_smem = gl.allocate_shared_memory(a_desc.dtype, [BM, BN], layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
-    fence_async_shared()
+    a_ring, b_ring, ready, empty = ring_setup(a_desc, BM, BN, BK, STAGES)
+    c_smem = gl.allocate_shared_memory(a_desc.dtype, [BM, BN], SWIZZLED)
     gl.warp_specialize([
         (_de_mma, (c_desc, M, N, K, a_ring, b_ring, c_smem, ready, empty, BM, BN, BK, STAGES,
                    GROUP, NUM_WARPS)),
         (_pp_load, (a_desc, b_desc, M, N, K, a_ring, b_ring, ready, empty, BM, BN, BK, STAGES,
                     GROUP)),
     ], [1], [24])
-    for i in gl.static_range(STAGES):
-        mbarrier.invalidate(ready.index(i))
-        mbarrier.invalidate(empty.index(i))
+    ring_teardown(ready, empty, STAGES)
 # fmt: on
 
 

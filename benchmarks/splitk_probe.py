@@ -34,11 +34,12 @@ from streamk_probe import (
     compile_report,
     desc_launcher,
     probe_main,
+    ring_setup,
+    ring_teardown,
     shipped_candidate,
 )
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 
 
 @gluon.jit
@@ -110,24 +111,14 @@ def _sk_load(
 def gemm_splitk(a_desc, b_desc, c_ptr, ws, cnt, M, N, K,
                 BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                 SPLIT: gl.constexpr, GROUP: gl.constexpr, NUM_WARPS: gl.constexpr):
-    layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    a_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], layout)
-    b_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
-    fence_async_shared()
+    a_ring, b_ring, ready, empty = ring_setup(a_desc, BM, BN, BK, STAGES)
     gl.warp_specialize([
         (_sk_mma, (c_ptr, ws, cnt, M, N, K, a_ring, b_ring, ready, empty, BM, BN, BK, STAGES,
                    SPLIT, GROUP, NUM_WARPS)),
         (_sk_load, (a_desc, b_desc, M, N, K, a_ring, b_ring, ready, empty, BM, BN, BK, STAGES,
                     SPLIT, GROUP)),
     ], [1], [24])
-    for i in gl.static_range(STAGES):
-        mbarrier.invalidate(ready.index(i))
-        mbarrier.invalidate(empty.index(i))
+    ring_teardown(ready, empty, STAGES)
 # fmt: on
 
 

@@ -68,6 +68,32 @@ def _gdc_launch_dependents():
     )  # fmt: skip
 
 
+# the probes' shared layout of bf16 blocks (operand rings and the epilogue buffer)
+SWIZZLED = gl.constexpr(gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2))
+
+
+@gluon.jit
+def ring_setup(a_desc, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
+    """The probes' operand ring: STAGES stages of the A and B blocks (128-byte swizzled) and
+    the ready/empty mbarrier of each stage, initialised and fenced."""
+    a_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], SWIZZLED)
+    b_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], SWIZZLED)
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=1)
+    fence_async_shared()
+    return a_ring, b_ring, ready, empty
+
+
+@gluon.jit
+def ring_teardown(ready, empty, STAGES: gl.constexpr):
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(ready.index(i))
+        mbarrier.invalidate(empty.index(i))
+
+
 @gluon.jit
 def _tile_offsets(tile, M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP: gl.constexpr):
     num_m = gl.cdiv(M, BM)
@@ -245,16 +271,8 @@ def gemm_streamk(a_desc, b_desc, c_desc, ws, flags, M, N, K, DP_TILES, SK_ITERS,
                  BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr,
                  GROUP: gl.constexpr, NUM_WARPS: gl.constexpr, PDL: gl.constexpr = 0,
                  EPI: gl.constexpr = 1):
-    layout: gl.constexpr = gl.NVMMASharedLayout(swizzle_byte_width=128, element_bitwidth=16, rank=2)
-    a_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BM, BK], layout)
-    b_ring = gl.allocate_shared_memory(a_desc.dtype, [STAGES, BK, BN], layout)
-    c_smem = gl.allocate_shared_memory(a_desc.dtype, [BM, BN // EPI], layout)
-    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
-    for i in gl.static_range(STAGES):
-        mbarrier.init(ready.index(i), count=1)
-        mbarrier.init(empty.index(i), count=1)
-    fence_async_shared()
+    a_ring, b_ring, ready, empty = ring_setup(a_desc, BM, BN, BK, STAGES)
+    c_smem = gl.allocate_shared_memory(a_desc.dtype, [BM, BN // EPI], SWIZZLED)
     if PDL >= 1:  # the set-up above ran under the previous kernel's tail; no memory touched
         _gdc_wait()
     if PDL == 2:  # let the next kernel's CTAs take the SMs this grid leaves idle
@@ -265,9 +283,7 @@ def gemm_streamk(a_desc, b_desc, c_desc, ws, flags, M, N, K, DP_TILES, SK_ITERS,
         (_part_load, (a_desc, b_desc, M, N, K, DP_TILES, SK_ITERS, a_ring, b_ring, ready, empty,
                       BM, BN, BK, STAGES, GROUP)),
     ], [1], [24])
-    for i in gl.static_range(STAGES):
-        mbarrier.invalidate(ready.index(i))
-        mbarrier.invalidate(empty.index(i))
+    ring_teardown(ready, empty, STAGES)
 # fmt: on
 
 
