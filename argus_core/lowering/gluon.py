@@ -167,16 +167,23 @@ def shared_index(kernel: x.ExplicitKernel, name: str, stage: IntLike) -> str:
     return name if kernel.buffer(name).stages == 1 else f"{name}.index({expr(stage)})"
 
 
-def store_tile_mask(op: x.StoreTile, rows: str, cols: str, n: str = "_c") -> str | None:
-    """The mask of a `StoreTile`'s elements (`rows`/`cols`: its row and column index
-    vectors, `n` the local column vector), None when it stores the whole tile."""
+def store_tile_indices(op: x.StoreTile, rows: int | str, cols: int | str, layout: str):
+    """(lines, offsets, mask) of a `StoreTile` in register `layout`: the lines define `_r`
+    (global rows), `_c` (the tile's local columns) and `_cc` (global columns); `offsets`
+    the element offsets into `op.ptr`; `mask` None when the whole tile is stored, else its
+    `cols` and `limits` terms."""
+    lines = [
+        f"_r = {expr(op.coords[0])} + gl.arange(0, {rows}, layout=gl.SliceLayout(1, {layout}))",
+        f"_c = gl.arange(0, {cols}, layout=gl.SliceLayout(0, {layout}))",
+        f"_cc = {expr(op.coords[1])} + _c",
+    ]
     terms = []
     if op.limits is not None:
-        terms += [f"({rows}[:, None] < {expr(op.limits[0])})"]
-        terms += [f"({cols}[None, :] < {expr(op.limits[1])})"]
+        terms += [f"(_r[:, None] < {expr(op.limits[0])})", f"(_cc[None, :] < {expr(op.limits[1])})"]
     if op.cols is not None:
-        terms.append(f"({n}[None, :] < {expr(op.cols)})")
-    return " & ".join(terms) or None
+        terms.append(f"(_c[None, :] < {expr(op.cols)})")
+    offsets = f"_r[:, None] * {expr(op.stride)} + _cc[None, :]"
+    return lines, offsets, " & ".join(terms) or None
 
 
 def load_entry(kernel: x.ExplicitKernel, source: str, workdir: str | None = None):
@@ -209,5 +216,5 @@ __all__ = [
     "lower_explicit",
     "lowered_kernel",
     "shared_index",
-    "store_tile_mask",
+    "store_tile_indices",
 ]

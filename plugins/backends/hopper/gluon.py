@@ -19,7 +19,7 @@ from argus_core.lowering.gluon import (
     load_entry,
     lower_explicit,
     shared_index,
-    store_tile_mask,
+    store_tile_indices,
 )
 from argus_core.lowering.triton_compile import error_text
 from argus_core.types import CompileReport
@@ -77,15 +77,11 @@ def _store_tile(op: x.StoreTile, k: x.ExplicitKernel) -> list[str]:
         )
     warps = math.prod(zero.layout.warps)
     lay = f"gl.BlockedLayout([1, 8], [{256 // cols}, {cols // 8}], [{warps}, 1], [1, 0])"
-    r0, c0 = (expr(c) for c in op.coords)
-    mask = store_tile_mask(op, "_r", "_cc")
+    lines, offs, mask = store_tile_indices(op, zero.rows, zero.cols, lay)
     return [
         f"_v = gl.convert_layout({op.acc}.to({op.ptr}.dtype.element_ty), {lay})",
-        f"_r = {r0} + gl.arange(0, {zero.rows}, layout=gl.SliceLayout(1, {lay}))",
-        f"_c = gl.arange(0, {zero.cols}, layout=gl.SliceLayout(0, {lay}))",
-        f"_cc = {c0} + _c",
-        f"gl.store({op.ptr} + _r[:, None] * {expr(op.stride)} + _cc[None, :], _v"
-        f"{'' if mask is None else f', mask={mask}'})",
+        *lines,
+        f"gl.store({op.ptr} + {offs}, _v{'' if mask is None else f', mask={mask}'})",
     ]
 
 

@@ -21,7 +21,7 @@ from argus_core.lowering.gluon import (
     load_entry,
     lower_explicit,
     shared_index,
-    store_tile_mask,
+    store_tile_indices,
 )
 from argus_core.lowering.triton_compile import error_text
 from argus_core.types import CompileReport
@@ -116,17 +116,12 @@ def _normalize(op: x.NormalizeStore, k: x.ExplicitKernel) -> list[str]:
 def _store_tile(op: x.StoreTile, k: x.ExplicitKernel) -> list[str]:
     zero = next(o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == op.acc)
     lay = _acc_layout(k, op.acc).gluon()
-    offs = _offsets(op.coords, op.stride, zero.rows, zero.cols, lay)
     val = f"{op.acc}.to({op.ptr}.dtype.element_ty)"
     if op.cols is None and op.limits is None:
+        offs = _offsets(op.coords, op.stride, zero.rows, zero.cols, lay)
         return [f"cdna3.buffer_store({val}, {op.ptr}, {offs})"]
-    mask = store_tile_mask(op, "_r", "_cc")
-    return [
-        f"_r = {expr(op.coords[0])} + gl.arange(0, {zero.rows}, layout=gl.SliceLayout(1, {lay}))",
-        f"_c = gl.arange(0, {zero.cols}, layout=gl.SliceLayout(0, {lay}))",
-        f"_cc = {expr(op.coords[1])} + _c",
-        f"cdna3.buffer_store({val}, {op.ptr}, {offs}, mask={mask})",
-    ]
+    lines, offs, mask = store_tile_indices(op, zero.rows, zero.cols, lay)
+    return [*lines, f"cdna3.buffer_store({val}, {op.ptr}, {offs}, mask={mask})"]
 
 
 GLUON_RULES: dict[type, Any] = {
