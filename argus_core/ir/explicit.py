@@ -537,6 +537,10 @@ class ExplicitKernel:
     def buffer(self, name: str) -> Shared:
         return _find(self.shared, name, "shared buffer")
 
+    def acc_decl(self, acc: str) -> ZeroAcc | None:
+        """The `ZeroAcc` declaring accumulator `acc` (its shape and layout), None if none."""
+        return next((o for _, o in self.ops() if isinstance(o, ZeroAcc) and o.acc == acc), None)
+
     def barrier(self, name: str) -> Barriers:
         return _find(self.barriers, name, "barrier array")
 

@@ -42,15 +42,15 @@ def _acc_layout(op: x.ZeroAcc) -> str:
     return f"gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta={w}, instr_shape=[16, {op.cols}, 16])"
 
 
-def _layout_of(k: x.ExplicitKernel, acc: str) -> str:
-    for _, op in k.ops():
-        if isinstance(op, x.ZeroAcc) and op.acc == acc:
-            return _acc_layout(op)
-    raise x.ExplicitIRError(f"{k.name}: accumulator {acc!r} has no ZeroAcc")
-
-
 def _zero(k: x.ExplicitKernel, acc: str) -> x.ZeroAcc:
-    return next(o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == acc)
+    zero = k.acc_decl(acc)
+    if zero is None:
+        raise x.ExplicitIRError(f"{k.name}: accumulator {acc!r} has no ZeroAcc")
+    return zero
+
+
+def _layout_of(k: x.ExplicitKernel, acc: str) -> str:
+    return _acc_layout(_zero(k, acc))
 
 
 def _rows(k: x.ExplicitKernel, acc: str) -> str:
@@ -87,7 +87,7 @@ def _store_tile(op: x.StoreTile, k: x.ExplicitKernel) -> list[str]:
 
 def _softmax(op: x.OnlineSoftmax, k: x.ExplicitKernel) -> list[str]:
     s_rows, s_cols = _rows(k, op.s_acc), f"gl.SliceLayout(0, {_layout_of(k, op.s_acc)})"
-    zero = next(o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == op.s_acc)
+    zero = _zero(k, op.s_acc)
     mask = f"_cols[None, :] < {expr(op.kv_len)}"
     # only a block that reaches past the keys (or, causal, past its first query row) is
     # masked: a uniform branch, so the inner blocks pay no compare and select per score

@@ -65,7 +65,10 @@ def _mfma(op: x.Mfma, k: x.ExplicitKernel) -> list[str]:
 
 
 def _zero(k: x.ExplicitKernel, acc: str) -> x.ZeroAcc:
-    return next(o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == acc)
+    zero = k.acc_decl(acc)
+    if zero is None:
+        raise x.ExplicitIRError(f"{k.name}: accumulator {acc!r} has no ZeroAcc")
+    return zero
 
 
 def _rows(k: x.ExplicitKernel, acc: str) -> str:
@@ -114,7 +117,7 @@ def _normalize(op: x.NormalizeStore, k: x.ExplicitKernel) -> list[str]:
 
 
 def _store_tile(op: x.StoreTile, k: x.ExplicitKernel) -> list[str]:
-    zero = next(o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == op.acc)
+    zero = _zero(k, op.acc)
     lay = _acc_layout(k, op.acc).gluon()
     val = f"{op.acc}.to({op.ptr}.dtype.element_ty)"
     if op.cols is None and op.limits is None:

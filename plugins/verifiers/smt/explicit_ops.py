@@ -956,7 +956,7 @@ def _check_acc_shape(ctx: _Ctx, op: x.Wgmma, softmax: dict[str, x.OnlineSoftmax]
     instruction N equal to B's column extent; a register A is in the dot-operand layout of
     this very accumulator (OnlineSoftmax converts P against `o`)."""
     k = ctx.kernel
-    zero = next((o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == op.acc), None)
+    zero = k.acc_decl(op.acc)
     if zero is None or not isinstance(zero.layout, x.WgmmaAcc):
         return
     ctx.assertions += 1
@@ -1084,7 +1084,7 @@ def _stored_box(ctx: _Ctx, op: x.XOp) -> tuple[str, int, int, Any, Any] | None:
         rows, cols = (k.const(b, ctx.consts) for b in d.block)
         return d.tensor, rows, cols, None, None
     if isinstance(op, x.StoreTile):
-        zero = next((o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == op.acc), None)
+        zero = k.acc_decl(op.acc)
         if zero is None:
             return None
         rows, cols = k.const(zero.rows, ctx.consts), k.const(zero.cols, ctx.consts)
@@ -1713,9 +1713,7 @@ def _owners_unique(ctx: _Ctx, op: x.LoadTile) -> None:
 def _mfma_lanes(ctx: _Ctx, op: x.Mfma) -> None:
     """Per lane, the MFMA operand fragments hold k = (lane // M) * k_width + r (M = 16 for
     16x16x16, 32 for 32x32x8): A and B must give each lane and register the same k."""
-    layout = next(
-        o.layout for _, o in ctx.kernel.ops() if isinstance(o, x.ZeroAcc) and o.acc == op.acc
-    )
+    layout = ctx.kernel.acc_decl(op.acc).layout
     if not isinstance(layout, x.MfmaAcc):
         return
     lane, reg = z3.Int("lane"), z3.Int("register")

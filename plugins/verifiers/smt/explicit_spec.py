@@ -126,7 +126,7 @@ def _stores(ctx, k, part, op, lets):
                 chain = _chain(ctx, part, mma, U, V, T, depth=0)
                 if chain is not None:
                     chain.extents |= _acc_extents(ctx, acc)
-                    cols = getattr(op, "cols", None)
+                    cols = op.cols if isinstance(op, x.StoreTile) else None
                     if cols is not None:  # the tile stores its first `cols` columns only
                         n = _const_value(ctx, cols)
                         if n is not None:
@@ -162,7 +162,7 @@ def _const_value(ctx, v: IntLike) -> int | None:
 def _acc_extents(ctx, acc: str) -> dict[str, int]:
     """The extents of an accumulator's rows (u) and columns (v)."""
     k = ctx.kernel
-    zero = next((o for _, o in k.ops() if isinstance(o, x.ZeroAcc) and o.acc == acc), None)
+    zero = k.acc_decl(acc)
     if zero is None:
         raise ValueError(f"{k.name}: accumulator {acc!r} has no ZeroAcc giving its shape")
     return {U.name: k.const(zero.rows, ctx.consts), V.name: k.const(zero.cols, ctx.consts)}
