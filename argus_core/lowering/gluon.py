@@ -167,6 +167,15 @@ def shared_index(kernel: x.ExplicitKernel, name: str, stage: IntLike) -> str:
     return name if kernel.buffer(name).stages == 1 else f"{name}.index({expr(stage)})"
 
 
+def zero_acc(kernel: x.ExplicitKernel, acc: str) -> x.ZeroAcc:
+    """The `ZeroAcc` declaring accumulator `acc` (its shape and layout); ExplicitIRError
+    naming the kernel and the accumulator where there is none."""
+    zero = kernel.acc_decl(acc)
+    if zero is None:
+        raise x.ExplicitIRError(f"{kernel.name}: accumulator {acc!r} has no ZeroAcc")
+    return zero
+
+
 def store_tile_indices(op: x.StoreTile, rows: int | str, cols: int | str, layout: str):
     """(lines, offsets, mask) of a `StoreTile` in register `layout`: the lines define `_r`
     (global rows), `_c` (the tile's local columns) and `_cc` (global columns); `offsets`
@@ -217,4 +226,5 @@ __all__ = [
     "lowered_kernel",
     "shared_index",
     "store_tile_indices",
+    "zero_acc",
 ]

@@ -20,6 +20,7 @@ from argus_core.lowering.gluon import (
     lower_explicit,
     shared_index,
     store_tile_indices,
+    zero_acc,
 )
 from argus_core.lowering.triton_compile import error_text
 from argus_core.types import CompileReport
@@ -42,15 +43,8 @@ def _acc_layout(op: x.ZeroAcc) -> str:
     return f"gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta={w}, instr_shape=[16, {op.cols}, 16])"
 
 
-def _zero(k: x.ExplicitKernel, acc: str) -> x.ZeroAcc:
-    zero = k.acc_decl(acc)
-    if zero is None:
-        raise x.ExplicitIRError(f"{k.name}: accumulator {acc!r} has no ZeroAcc")
-    return zero
-
-
 def _layout_of(k: x.ExplicitKernel, acc: str) -> str:
-    return _acc_layout(_zero(k, acc))
+    return _acc_layout(zero_acc(k, acc))
 
 
 def _rows(k: x.ExplicitKernel, acc: str) -> str:
@@ -69,7 +63,7 @@ def _store_tile(op: x.StoreTile, k: x.ExplicitKernel) -> list[str]:
     rows of 8-element (16-byte) vectors, stored. No TMA box, so a tile may store fewer
     columns than it computes. (Stored straight from the wgmma layout, 2-4 byte stores, it
     ran 3-4% slower at 128x14336x4096: H100, benchmarks/overlap_probe.py, 2026-12-06.)"""
-    zero = _zero(k, op.acc)
+    zero = zero_acc(k, op.acc)
     cols = k.const(zero.cols)
     if cols % 8 or cols > 256:
         raise x.ExplicitIRError(
@@ -87,7 +81,7 @@ def _store_tile(op: x.StoreTile, k: x.ExplicitKernel) -> list[str]:
 
 def _softmax(op: x.OnlineSoftmax, k: x.ExplicitKernel) -> list[str]:
     s_rows, s_cols = _rows(k, op.s_acc), f"gl.SliceLayout(0, {_layout_of(k, op.s_acc)})"
-    zero = _zero(k, op.s_acc)
+    zero = zero_acc(k, op.s_acc)
     mask = f"_cols[None, :] < {expr(op.kv_len)}"
     # only a block that reaches past the keys (or, causal, past its first query row) is
     # masked: a uniform branch, so the inner blocks pay no compare and select per score
@@ -145,7 +139,7 @@ GLUON_RULES: dict[type, Any] = {
         f"{op.dst}.store(({op.o} / gl.convert_layout({op.row_sum}, {_rows(k, op.o)})[:, None]).to({op.dst}.dtype))"
     ],
     x.StoreLse: lambda op, k: [
-        f"_lse_rows = {expr(op.row0)} + gl.arange(0, {_zero(k, op.s_acc).rows}, layout={_rows(k, op.s_acc)})",
+        f"_lse_rows = {expr(op.row0)} + gl.arange(0, {zero_acc(k, op.s_acc).rows}, layout={_rows(k, op.s_acc)})",
         f"gl.store({op.ptr} + _lse_rows, ({op.row_max} + gl.log2({op.row_sum})) * 0.6931471805599453)",
     ],
     x.WgmmaWait: lambda op, k: [

@@ -22,6 +22,7 @@ from argus_core.lowering.gluon import (
     lower_explicit,
     shared_index,
     store_tile_indices,
+    zero_acc,
 )
 from argus_core.lowering.triton_compile import error_text
 from argus_core.types import CompileReport
@@ -64,13 +65,6 @@ def _mfma(op: x.Mfma, k: x.ExplicitKernel) -> list[str]:
     return [f"{op.acc} = cdna3.mfma({a}, {b}, {op.acc})"]
 
 
-def _zero(k: x.ExplicitKernel, acc: str) -> x.ZeroAcc:
-    zero = k.acc_decl(acc)
-    if zero is None:
-        raise x.ExplicitIRError(f"{k.name}: accumulator {acc!r} has no ZeroAcc")
-    return zero
-
-
 def _rows(k: x.ExplicitKernel, acc: str) -> str:
     return f"gl.SliceLayout(1, {_acc_layout(k, acc).gluon()})"
 
@@ -80,7 +74,7 @@ def _softmax(op: x.OnlineSoftmax, k: x.ExplicitKernel) -> list[str]:
     the scale folded into the exponent, only edge blocks masked), P converted to the A
     dot-operand layout of `o`'s MFMA layout (k_width elements per lane)."""
     s_lay, o_lay = _acc_layout(k, op.s_acc), _acc_layout(k, op.o)
-    zero = _zero(k, op.s_acc)
+    zero = zero_acc(k, op.s_acc)
     mask = f"_cols[None, :] < {expr(op.kv_len)}"
     edge = f"({expr(op.col0)} + {zero.cols} > {expr(op.kv_len)})"
     if op.causal:
@@ -117,7 +111,7 @@ def _normalize(op: x.NormalizeStore, k: x.ExplicitKernel) -> list[str]:
 
 
 def _store_tile(op: x.StoreTile, k: x.ExplicitKernel) -> list[str]:
-    zero = _zero(k, op.acc)
+    zero = zero_acc(k, op.acc)
     lay = _acc_layout(k, op.acc).gluon()
     val = f"{op.acc}.to({op.ptr}.dtype.element_ty)"
     if op.cols is None and op.limits is None:
@@ -145,7 +139,7 @@ GLUON_RULES: dict[type, Any] = {
     x.Move: lambda op, k: [f"{op.dst} = {op.src}"],
     x.NormalizeStore: _normalize,
     x.StoreLse: lambda op, k: [
-        f"_lse_rows = {expr(op.row0)} + gl.arange(0, {_zero(k, op.s_acc).rows}, layout={_rows(k, op.s_acc)})",
+        f"_lse_rows = {expr(op.row0)} + gl.arange(0, {zero_acc(k, op.s_acc).rows}, layout={_rows(k, op.s_acc)})",
         f"gl.store({op.ptr} + _lse_rows, ({op.row_max} + gl.log2({op.row_sum})) * 0.6931471805599453)",
     ],
     x.LoadScalar: lambda op, k: [f"{op.name} = gl.load({op.ptr} + {expr(op.index)})"],
