@@ -402,21 +402,40 @@ def confirm(q, model, violation: IntLike, solver=None) -> Any | None:
     """A model of `violation` in which every prefix sum has its true value (computed from
     the model's shapes, program, iterations and data), or None when the model was only a
     model of the incomplete facts (or too large to evaluate). With the query's `solver`,
-    a model with tiny shapes is tried first (cheap to evaluate, easy to read)."""
-    for size in SMALL if solver is not None else ():
+    a model with tiny shapes is tried first (cheap to evaluate, easy to read). The tiny
+    searches get the probe's budget first; when neither they nor the given model confirm,
+    they run again with a share of the full check's budget before the query is left
+    unknown (on a machine slower than its load average says, a probe's budget can run out
+    where a counterexample is there to find: CI, 2026-12-06)."""
+    budgets = [q.ctx.probe_ms]
+    if solver is not None and q.ctx.timeout_ms // len(SMALL) > q.ctx.probe_ms:
+        budgets.append(q.ctx.timeout_ms // len(SMALL))
+    for n, ms in enumerate(budgets):
+        found = _tiny(q, violation, solver, ms) if solver is not None else None
+        if found is None and n == 0:
+            found = _concrete(q, model, violation, ms)
+        if found is not None:
+            return found
+    return None
+
+
+def _tiny(q, violation: IntLike, solver, ms: int) -> Any | None:
+    """A confirmed model of `violation` with every shape at most one of SMALL (and scalar
+    arguments within it), each size searched for `ms` ms (scaled by the load)."""
+    for size in SMALL:
         small = [v <= size for n, v in q.vars.items() if n in q.ctx.shapes]
         small += [
             z3.And(v >= -size, v <= size) for n, v in q.vars.items() if n in q.ctx.scalar_args
         ]
         solver.push()
-        solver.set("timeout", int(q.ctx.probe_ms * _load_factor()))  # slower when loaded
+        solver.set("timeout", int(ms * _load_factor()))  # slower when loaded
         solver.add(*small)
         tiny = solver.model() if solver.check() == z3.sat else None
         solver.pop()
-        found = None if tiny is None else _concrete(q, tiny, violation)
+        found = None if tiny is None else _concrete(q, tiny, violation, ms)
         if found is not None:
             return found
-    return _concrete(q, model, violation)
+    return None
 
 
 class Evaluator:
@@ -516,7 +535,7 @@ class Evaluator:
         return _node(e, lambda x: self.value(x, env))
 
 
-def _concrete(q, model, violation: IntLike) -> Any | None:
+def _concrete(q, model, violation: IntLike, ms: int) -> Any | None:
     ev = Evaluator(q, model)
     try:
         holds = ev.value(violation)
@@ -526,7 +545,7 @@ def _concrete(q, model, violation: IntLike) -> Any | None:
         return None
     # a model that agrees: the same point and data, every sum fixed to its true value
     s = z3.Solver()
-    s.set("timeout", int(q.ctx.probe_ms * _load_factor()))
+    s.set("timeout", int(ms * _load_factor()))
     s.add(q.zb(violation))
     for v in list(q.vars.values()):
         s.add(v == ev.num(v))

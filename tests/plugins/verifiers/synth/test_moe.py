@@ -98,3 +98,16 @@ def test_planted_moe_bugs_still_caught(path):
         cex = r.counterexamples[0]
         assert cex["assertion"] == "synth_dataflow", cex
         assert "w1[" in cex["should_read"] or "w2[" in cex["should_read"], cex
+
+
+@pytest.mark.slow
+def test_a_counterexample_through_prefix_sums_survives_a_spent_probe_budget():
+    """CI, 2026-12-06: on a machine slower than its load average said, the tiny models
+    that confirm a prefix-sum counterexample ran out of the probe's 300 ms and the planted
+    bug came back `unknown`. With a 1 ms probe the confirmation's second round (a share of
+    the full check's budget) still finds it."""
+    path = next(p for p in PLANTED if p.stem == "align_pos_off_by_one")
+    ir, pol = parse(path, entry_of(path))
+    stripped = strip_hand_written(ir)
+    r = check_modes(stripped, pol, reference_specs("moe_align"), target_spec(), {"probe_ms": 1})
+    assert r.status == "violated", r.summary
