@@ -90,6 +90,29 @@ class _Ctx:
             self.found.append(entry)
 
 
+def _z3_check(solver: z3.Solver) -> Any:
+    return solver.check()
+
+
+def _sat(ctx: _Ctx, solver: z3.Solver, what: str) -> bool:
+    """Whether `solver`'s query (a violation, or a case that leads to one) is satisfiable;
+    an undecided one (`_decide`) is answered False, the answer that reports nothing."""
+    return _decide(ctx, solver, what) == z3.sat
+
+
+def _decide(ctx: _Ctx, solver: z3.Solver, what: str) -> Any:
+    """z3's verdict on `solver`'s query. A timeout is not a proof: z3 gets a second, five
+    times longer budget, and a query it still leaves open is recorded in `ctx.undecided`
+    (the report says `unknown`, naming it)."""
+    got = _z3_check(solver)
+    if got == z3.unknown:
+        solver.set("timeout", int(10000 * _load_factor()))
+        got = _z3_check(solver)
+    if got == z3.unknown and what not in ctx.undecided:
+        ctx.undecided.append(what)
+    return got
+
+
 @dataclass
 class _Site:
     """An op inside the innermost counted loop of a partition."""
@@ -127,9 +150,11 @@ def verify_explicit(
             f"{ctx.found[0]['point']}: {ctx.found[0]['message']}"
         )
     elif ctx.undecided:
+        more = len(ctx.undecided) - 3
         summary = (
             f"{kernel.name}: {ctx.assertions - len(ctx.undecided)} of {ctx.assertions} "
-            f"obligations proved; z3 timed out on {', '.join(ctx.undecided)}"
+            f"obligations proved; z3 timed out on {', '.join(ctx.undecided[:3])}"
+            + (f" and {more} more" if more > 0 else "")
         )
     else:
         summary = f"{kernel.name}: {ctx.assertions} thread-level obligations proved"
@@ -176,7 +201,22 @@ def _counterexample(
     ctx: _Ctx, lhs: IntLike, rhs: IntLike, assume: list[Any] | None = None
 ) -> dict[str, int] | None:
     """A model (symbol -> value) where lhs != rhs, with every loop symbol >= 0 and every
-    shape symbol >= 1; None when lhs == rhs is proved."""
+    shape symbol >= 1; None when lhs == rhs is proved (or z3 left it open: `_decide`)."""
+    return _compare(ctx, lhs, rhs, assume)[1]
+
+
+def _equal(ctx: _Ctx, lhs: IntLike, rhs: IntLike) -> bool | None:
+    """Whether lhs == rhs is proved (True), refuted (False) or left open by z3 (None): for
+    a case split (which iteration's stage or phase an op uses), where taking an undecided
+    case for a proved one would report the other case's violations."""
+    verdict = _compare(ctx, lhs, rhs, None)[0]
+    return None if verdict == z3.unknown else verdict == z3.unsat
+
+
+def _compare(
+    ctx: _Ctx, lhs: IntLike, rhs: IntLike, assume: list[Any] | None
+) -> tuple[Any, dict[str, int] | None]:
+    """z3's verdict on lhs != rhs and, where sat, the model `_counterexample` gives."""
     ctx.assertions += 1
     syms = _syms(lhs, rhs)
     env = _env(ctx, syms)
@@ -189,10 +229,11 @@ def _counterexample(
     for a in assume or []:
         solver.add(a(env))
     solver.add(to_z3(lhs, env) != to_z3(rhs, env))
-    if solver.check() != z3.sat:
-        return None
+    verdict = _decide(ctx, solver, f"{lhs} == {rhs}")
+    if verdict != z3.sat:
+        return verdict, None
     model = solver.model()
-    return {
+    return verdict, {
         s.name: model.eval(env[s.name], model_completion=True).as_long()
         for s in syms
         if s.name not in ctx.consts
@@ -377,9 +418,13 @@ def _check_handshakes(ctx: _Ctx) -> None:
         w, a = waits[0], arrives[0]
         it = w.loop.counter
         ctx.assertions += 1
-        if _counterexample(ctx, w.op.phase, it % 2) is None:
+        same = _equal(ctx, w.op.phase, it % 2)
+        prev = None if same is None else same or _equal(ctx, w.op.phase, (it + 1) % 2)
+        if same is None or prev is None:  # undecided (named in the report): no case taken
+            continue
+        if same:
             off = 0
-        elif _counterexample(ctx, w.op.phase, (it + 1) % 2) is None:
+        elif prev:
             off = 1
         else:
             cex = _counterexample(ctx, w.op.phase, it % 2) or {}
@@ -554,7 +599,11 @@ def _check_reader(
     arrive = release[0]
     body = r.loop.body
     pos = body.index(arrive)
-    if _counterexample(ctx, arrive.stage, it % stages) is None:
+    own = _equal(ctx, arrive.stage, it % stages)
+    behind = None if own is None else own or _equal(ctx, arrive.stage, (it + stages - 1) % stages)
+    if own is None or behind is None:  # undecided (named in the report): no case taken
+        return
+    if own:
         # releases its own iteration's stage: the read must have completed by now
         if arrive.pred is not None and _can_be(ctx, arrive.pred, False, r.loop):
             ctx.report(
@@ -567,7 +616,7 @@ def _check_reader(
         if any(f == ("cur", op) for f in flying for op in mine):
             _report_early_release(ctx, arrive, ring, read, flying)
         return
-    if _counterexample(ctx, arrive.stage, (it + stages - 1) % stages) is not None:
+    if not behind:
         _stage_is(ctx, arrive, arrive.stage, it, stages, f"release on {arrive.bar}")
         return
     # one behind: iteration it releases iteration it - 1, never at the loop's first step
@@ -674,7 +723,7 @@ def _can_be(ctx: _Ctx, pred: Any, value: bool, loop: x.Loop, assume: Any = None)
     for c in conds[1:]:
         t = to_z3(c, env)
         solver.add(t if z3.is_bool(t) else t != 0)
-    return solver.check() == z3.sat
+    return _sat(ctx, solver, f"whether {pred} can be {value} in the loop over {loop.var}")
 
 
 def _phase_is(
@@ -1305,7 +1354,7 @@ def _same_layout(ctx: _Ctx, op: x.XOp, d: x.Desc, buf: x.Shared) -> None:
     solver.add(z3.ULT(r, rows), z3.ULT(c, cols))
     solver.add(_swizzled(addr, d.layout.swizzle_bytes) != _swizzled(addr, buf.layout.swizzle_bytes))
     ctx.assertions += 1
-    if solver.check() == z3.sat:
+    if _sat(ctx, solver, f"the swizzles of {d.name} and {buf.name} agree"):
         m = solver.model()
         row, col = m[r].as_long(), m[c].as_long()
         a = row * cols * ebytes + col * ebytes
@@ -1676,7 +1725,7 @@ def _same_somewhere(ctx: _Ctx, a: IntLike, b: IntLike) -> dict[str, int] | None:
         if sy.name not in ctx.consts:
             solver.add(env[sy.name] >= (1 if sy.kind == "shape" else 0))
     solver.add(to_z3(a, env) == to_z3(b, env))
-    if solver.check() != z3.sat:
+    if not _sat(ctx, solver, f"{a} != {b}"):
         return None
     m = solver.model()
     return {
@@ -1723,7 +1772,7 @@ def _mfma_lanes(ctx: _Ctx, op: x.Mfma) -> None:
     group = layout.instr[0]
     solver.add((lane / group) * kw_a + reg != (lane / group) * kw_b + reg)
     ctx.assertions += 1
-    if solver.check() == z3.sat:
+    if _sat(ctx, solver, f"the k of {op.point}'s MFMA fragments agree"):
         m = solver.model()
         ln, r = m[lane].as_long(), m[reg].as_long()
         ctx.report(
