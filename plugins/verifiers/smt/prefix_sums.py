@@ -544,8 +544,8 @@ def _concrete(q, model, violation: IntLike, ms: int) -> Any | None:
     if not holds:
         return None
     # a model that agrees: the same point and data, every sum fixed to its true value
-    s = z3.Solver()
-    s.set("timeout", int(ms * _load_factor()))
+    s = z3.Solver()  # every variable pinned: a consistency check, given a second or more
+    s.set("timeout", int(max(ms, 1000) * _load_factor()))
     s.add(q.zb(violation))
     for v in list(q.vars.values()):
         s.add(v == ev.num(v))

@@ -439,7 +439,7 @@ class Query:
             # probe small shapes first: a model there is a model (a readable one), and
             # nonlinear program-id arithmetic is found much faster in a small box
             s.push()
-            s.set("timeout", ctx.probe_ms)
+            s.set("timeout", int(ctx.probe_ms * _load_factor()))  # slower when loaded
             s.add(*small)
             if s.check() == z3.sat:
                 r = z3.sat

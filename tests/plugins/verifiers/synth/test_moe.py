@@ -37,6 +37,9 @@ NOT_DATA_FLOW = {"up_gate_up_swapped"}
 SYNTH_VALUES = {"align_padding_minus_one"}
 
 
+OPTIONS = {"timeout_ms": 60000, "probe_ms": 3000}
+
+
 def parse(path: pathlib.Path, entry: str):
     ir = TileFrontend().parse(path.read_text(), entry, str(path))
     return ir, Policy({c.name: TILES[c.name] for c in ir.constexprs}, {"num_warps": 4})
@@ -81,7 +84,9 @@ def test_planted_moe_bugs_still_caught(path):
     ir, pol = parse(path, entry)
     stripped = strip_hand_written(ir)
     modes = reference_specs(entry)
-    r = check_modes(stripped, pol, modes, target_spec())
+    # the small-box probes get 3 s, not 0.3, as in test_moe_verifier: CI (2026-12-06) twice
+    # got align_pos_off_by_one `unknown` under load, found in 5 s alone
+    r = check_modes(stripped, pol, modes, target_spec(), OPTIONS)
     if path.stem in NOT_DATA_FLOW:
         assert r.status == "verified", r.summary
         return
