@@ -52,6 +52,14 @@ class Kernel:
         text, `outputs`: the tensors it writes); not part of what is lowered or proved."""
         self._meta.update(facts)
 
+    def programs(self, *extents: Any) -> None:
+        """The launch grid's extent along each axis (`pid`, then `pid_y`): an expression over
+        scalars and constexprs (`S // BM`), or None for a count the kernel never sees (the
+        B * H heads). The verifier's output-ownership check quantifies over two CTAs of
+        this grid for the stores at a partition's top level (`meta(grid=...)` stays the
+        launcher's text)."""
+        self._meta["programs"] = tuple(extents)
+
     def require(self, pred: Any, why: str) -> None:
         """A precondition on the shapes the launcher enforces (`pred` an expression over
         scalars and constexprs, e.g. `(S % BM).eq(0)`): the verifier assumes it where it

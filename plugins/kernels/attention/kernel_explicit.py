@@ -90,6 +90,8 @@ def build(
     k.meta(grid="(S // BM, B * H)", outputs=("o", "lse"), causal=causal)
     S, SKV, H, HKV = k.scalar("S"), k.scalar("SKV"), k.scalar("H"), k.scalar("HKV")
     BM, BN = k.const("BM", 128), k.const("BN", 128)
+    k.programs(S // BM, None)  # query blocks, then the B * H heads
+    k.require((S % BM).eq(0), "a head's last query block would spill into the next head's rows")
     rows = "BM" if consumers == 1 else "HM"
     HM = k.const("HM", 64) if consumers == 2 else BM
     k.const("D", d)
@@ -363,6 +365,8 @@ def build_cdna3(d: int = 128, causal: bool = False) -> ExplicitKernel:
     k.meta(grid="(S // BM, B * H)", outputs=("o", "lse"), causal=causal)
     S, SKV, H, HKV = k.scalar("S"), k.scalar("SKV"), k.scalar("H"), k.scalar("HKV")
     BM, BN = k.const("BM", 128), k.const("BN", 32 if d == 128 else 64)
+    k.programs(S // BM, None)  # query blocks, then the B * H heads
+    k.require((S % BM).eq(0), "a head's last query block would spill into the next head's rows")
     D = k.const("D", d)
     for name, tensor in (("q_ptr", "q"), ("k_ptr", "k"), ("v_ptr", "v"), ("o_ptr", "o")):
         k.ptr(name, tensor)

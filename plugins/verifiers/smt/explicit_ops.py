@@ -1142,35 +1142,54 @@ def _stored_box(ctx: _Ctx, op: x.XOp) -> tuple[str, int, int, Any, Any] | None:
 
 
 def _check_store_overlap(ctx: _Ctx) -> None:
-    """No output element is written twice by the stores of a persistent tile loop: for two
-    tiles t1 != t2 (or two store ops on one tensor, t1 and t2 any) z3 looks for elements
+    """No output element is written twice: for two programs p1 != p2 (or two store ops on
+    one tensor, p1 and p2 any, their partitions too) z3 looks for elements
     (r1 + u1, c1 + v1) == (r2 + u2, c2 + v2) inside both boxes (and their masks), every
-    shape symbol free >= 1. Stores whose coordinates depend on anything but the tile, the
-    shapes and the constexprs (a table-loaded expert, an inner loop) are not modelled."""
+    shape symbol free >= 1. A program is a tile of a persistent loop (`for tile in
+    range(pid, T, npid)`: every tile once over all CTAs) for the stores in that loop, and a
+    CTA of the launch grid (`Kernel.programs`: pid, pid_y below their extents) for the
+    stores at a partition's top level. Stores whose coordinates depend on anything but the
+    program, the shapes and the constexprs (a table-loaded expert, an inner loop) are not
+    modelled."""
     k = ctx.kernel
+    grid = k.meta.get("programs")
+    groups: dict[Any, list] = {}
     for part in k.partitions:
         lets = _lets(ctx, part)
-        for loop in part.body:
-            if not (
-                isinstance(loop, x.Loop)
-                and getattr(loop.start, "name", None) == "pid"
-                and getattr(loop.step, "name", None) == "npid"
+        for op in part.body:
+            if (
+                isinstance(op, x.Loop)
+                and getattr(op.start, "name", None) == "pid"
+                and getattr(op.step, "name", None) == "npid"
             ):
-                continue
-            stores = []
-            for op in loop.body:
-                box = _stored_box(ctx, op)
-                if box is None:
-                    continue
-                coords = [_expand(c, lets) for c in op.coords]
-                free = _syms(*coords, loop.stop) - {loop.var}
-                if any(f.kind not in ("shape", "const") for f in free):
-                    continue
-                stores.append((op, box, coords))
-            for i, (op1, box1, c1) in enumerate(stores):
-                for op2, box2, c2 in stores[i:]:
-                    if box1[0] == box2[0]:
-                        _overlap_query(ctx, loop, (op1, box1, c1), (op2, box2, c2), lets)
+                stop = _expand(op.stop, lets)
+                progs = ((op.var, stop),)
+                for inner in op.body:
+                    _add_store(ctx, groups, ("tiles", _src(stop)), progs, inner, lets)
+            elif grid is not None:
+                progs = tuple(zip((PID, PID_Y), grid, strict=False))
+                _add_store(ctx, groups, "grid", progs, op, lets)
+    for stores in groups.values():
+        for i, (progs, op1, box1, c1) in enumerate(stores):
+            for _, op2, box2, c2 in stores[i:]:
+                if box1[0] == box2[0]:
+                    _overlap_query(ctx, progs, (op1, box1, c1), (op2, box2, c2))
+
+
+PID, PID_Y = Sym("pid", "pid", 0), Sym("pid_y", "pid", 0)
+
+
+def _add_store(ctx: _Ctx, groups: dict, key: Any, progs: tuple, op: x.XOp, lets: dict) -> None:
+    """`op`, when it is a store whose coordinates depend only on the program `progs`, the
+    shapes and the constexprs, with its box and expanded coordinates, into `groups[key]`."""
+    box = _stored_box(ctx, op)
+    if box is None:
+        return
+    coords = [_expand(c, lets) for c in op.coords]
+    free = _syms(*coords) - {v for v, _ in progs}
+    if any(f.kind not in ("shape", "const") for f in free):
+        return
+    groups.setdefault(key, []).append((progs, op, box, coords))
 
 
 def _multiples(ctx: _Ctx, requires: list[Any], env: dict[str, Any]) -> dict[Any, Any]:
@@ -1217,39 +1236,44 @@ def _purify(e: IntLike, ctx: _Ctx, memo: dict, side: list) -> IntLike:
     return e
 
 
-def _overlap_query(ctx: _Ctx, loop: x.Loop, a, b, lets) -> None:
+def _overlap_query(ctx: _Ctx, progs: tuple, a, b) -> None:
     """Report two stores of one element (see `_check_store_overlap`). Two encodings: the
     divisions purified (`_purify`: the persistent attention's, proved in ~0.01 s), then,
     where z3 gives up within that short budget, as they are (the GEMM's grouped order,
     whose `min` the purified form loses: ~0.1 s)."""
     ctx.assertions += 1
     for purify, budget in ((True, 200), (False, 2000)):
-        verdict = _overlap_solve(ctx, loop, a, b, lets, purify, budget)
+        verdict = _overlap_solve(ctx, progs, a, b, purify, budget)
         if verdict != "unknown":
             return
     ctx.undecided.append(f"output ownership of {a[0].point} / {b[0].point}")
 
 
-def _overlap_solve(ctx: _Ctx, loop: x.Loop, a, b, lets, purify: bool, budget_ms: int) -> str:
-    """One encoding of `_overlap_query`: "sat" (reported), "unsat" or "unknown"."""
+def _overlap_solve(ctx: _Ctx, progs: tuple, a, b, purify: bool, budget_ms: int) -> str:
+    """One encoding of `_overlap_query`: "sat" (reported), "unsat" or "unknown". `progs`:
+    the program's coordinates and their extents ((tile, T) of a persistent loop, or
+    (pid, X), (pid_y, Y) of the grid; an extent None is unbounded)."""
     (op1, (tensor, rows1, cols1, n1, lim1), c1), (op2, (_, rows2, cols2, n2, lim2), c2) = a, b
-    t1, t2 = Sym("tile_1", "loop", 0), Sym("tile_2", "loop", 0)
-    stop = _expand(loop.stop, lets)
+    tiles = len(progs) == 1 and progs[0][0].kind != "pid"
+    names = ["tile"] if tiles else [v.name for v, _ in progs]
+    one = [Sym(f"{n}_1", "loop", 0) for n in names]
+    two = [Sym(f"{n}_2", "loop", 0) for n in names]
     memo: dict = {}
     side: list = []
 
-    def at(e: IntLike, t: Sym) -> IntLike:
+    def at(e: IntLike, copy: list[Sym]) -> IntLike:
         if isinstance(e, int):
             return e
-        e = e.subs({loop.var: t})
+        e = e.subs({v: c for (v, _), c in zip(progs, copy, strict=True)})
         return _purify(e, ctx, memo, side) if purify else e
 
-    r1, q1 = (at(e, t1) for e in c1)
-    r2, q2 = (at(e, t2) for e in c2)
+    r1, q1 = (at(e, one) for e in c1)
+    r2, q2 = (at(e, two) for e in c2)
+    stops = [stop for _, stop in progs if stop is not None]
     extra = [e for e in (n1, n2, *(lim1 or ()), *(lim2 or ())) if e is not None]
     requires = [pred for pred, _ in ctx.kernel.meta.get("requires", ())]
-    syms = _syms(r1, q1, r2, q2, stop, *extra, *requires, *(v for row in side for v in row))
-    env = _env(ctx, syms | {t1, t2})
+    syms = _syms(r1, q1, r2, q2, *stops, *extra, *requires, *(v for row in side for v in row))
+    env = _env(ctx, syms | set(one) | set(two))
     multiples = _multiples(ctx, requires, env)
     u1, v1, u2, v2 = z3.Ints("u1 v1 u2 v2")
 
@@ -1268,10 +1292,15 @@ def _overlap_solve(ctx: _Ctx, loop: x.Loop, a, b, lets, purify: bool, budget_ms:
         sol.add(q >= 1)
     for num, den, d, r in side:  # the purified divisions (divisors >= 1 in every valid tile)
         sol.add(z(den) >= 1, z(num) == z(d) * z(den) + z(r), 0 <= z(r), z(r) < z(den))
-    ta, tb, T = env["tile_1"], env["tile_2"], z(stop)
-    sol.add(0 <= ta, ta < T, 0 <= tb, tb < T)
-    if op1 is op2:
-        sol.add(ta < tb)
+    for (_, stop), p1, p2 in zip(progs, one, two, strict=True):
+        sol.add(0 <= env[p1.name], 0 <= env[p2.name])
+        if stop is not None:
+            sol.add(env[p1.name] < z(stop), env[p2.name] < z(stop))
+    if op1 is op2:  # one store op: two different programs (ordered when one coordinate)
+        pairs = [(env[p1.name], env[p2.name]) for p1, p2 in zip(one, two, strict=True)]
+        sol.add(
+            pairs[0][0] < pairs[0][1] if len(pairs) == 1 else z3.Or(*(p != q for p, q in pairs))
+        )
     for r, q, u, v, rows, cols, n, lim in (
         (r1, q1, u1, v1, rows1, cols1, n1, lim1),
         (r2, q2, u2, v2, rows2, cols2, n2, lim2),
@@ -1286,24 +1315,40 @@ def _overlap_solve(ctx: _Ctx, loop: x.Loop, a, b, lets, purify: bool, budget_ms:
     if verdict != z3.sat:
         return "unsat" if verdict == z3.unsat else "unknown"
     m = sol.model()
+    # a readable counterexample: the same violation with small programs and shapes, where
+    # z3 finds one within the budget (only a violation pays for this second check)
+    sol.push()
+    sol.add(*(env[c.name] <= 3 for c in (*one, *two)))
+    sol.add(*(env[n] <= 4 * max(rows1, cols1, rows2, cols2) for n in shapes))
+    if sol.check() == z3.sat:
+        m = sol.model()
+    sol.pop()
 
     def val(e: Any) -> int:
         return m.eval(e, model_completion=True).as_long()
 
     shape = {name: val(env[name]) for name in shapes}
-    i, j, row, col = val(ta), val(tb), val(z(r1) + u1), val(z(q1) + v1)
+    got1 = {c.name: val(env[c.name]) for c in one}
+    got2 = {c.name: val(env[c.name]) for c in two}
+    if tiles:
+        who1, who2 = f"tile {got1['tile_1']}", f"tile {got2['tile_2']}"
+    else:
+        who1 = "program (" + ", ".join(f"{n}={v}" for n, v in zip(names, got1.values())) + ")"
+        who2 = "program (" + ", ".join(f"{n}={v}" for n, v in zip(names, got2.values())) + ")"
+    writers = "two CTAs" if list(got1.values()) != list(got2.values()) else "two stores of a CTA"
+    row, col = val(z(r1) + u1), val(z(q1) + v1)
     both = op1.point if op1 is op2 else f"{op1.point} and {op2.point}"
     w1 = _src(cols1 if n1 is None else n1)
     w2 = _src(cols2 if n2 is None else n2)
     ctx.report(
         "output-overlap",
         op2,
-        f"{tensor}[{row}, {col}] is written by tile {i} and by tile {j} ({both}, shape "
-        f"{shape}): tile {i} stores {rows1}x{w1} at ({', '.join(map(_src, op1.coords))}) = "
-        f"({val(z(r1))}, {val(z(q1))}), tile {j} {rows2}x{w2} at "
-        f"({', '.join(map(_src, op2.coords))}) = ({val(z(r2))}, {val(z(q2))}): two CTAs write "
-        "one element (a store wider than the tiles' stride?)",
-        values={**shape, "tile_1": i, "tile_2": j, "row": row, "col": col},
+        f"{tensor}[{row}, {col}] is written by {who1} and by {who2} ({both}, shape "
+        f"{shape}): {who1} stores {rows1}x{w1} at ({', '.join(map(_src, op1.coords))}) = "
+        f"({val(z(r1))}, {val(z(q1))}), {who2} {rows2}x{w2} at "
+        f"({', '.join(map(_src, op2.coords))}) = ({val(z(r2))}, {val(z(q2))}): {writers} "
+        "write one element (a store wider than the programs' stride?)",
+        values={**shape, **got1, **got2, "row": row, "col": col},
     )
     return "sat"
 

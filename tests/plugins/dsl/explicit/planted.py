@@ -924,6 +924,34 @@ BUGS += [
 ]
 
 
+pid_, pid_y_ = Sym("pid", "pid", 0), Sym("pid_y", "pid", 0)
+S_ = Sym("S", "shape", 1)
+causal_blk = cdiv(S_, BM_) - 1 - pid_
+BUGS += [
+    # output ownership across the launch grid (`Kernel.programs`), not a persistent loop:
+    # the second consumer warpgroup stores its O rows at the first one's (its q_row lost
+    # the + HM): both warpgroups of every CTA write rows 0..HM-1 of the block
+    Bug(
+        "attn2-both-warpgroups-store-the-first-half",
+        "softmax1/0:Let",
+        x.Let("q_row", pid_y_ * S_ + causal_blk * BM_),
+        "output-overlap",
+        "softmax1/7:TmaStore",
+        base="attention-2",
+    ),
+    # query blocks stepped by half a block in the CDNA3 kernel (its loads and stores agree):
+    # CTA pid and pid + 1 both write half a block of O
+    Bug(
+        "attn-cdna3-blocks-stepped-half",
+        "main/0:Let",
+        x.Let("q_row", pid_y_ * S_ + causal_blk * (BM_ // 2)),
+        "output-overlap",
+        "main/8:StoreTile",
+        base="attn-cdna3",
+    ),
+]
+
+
 def kernel_for(bug: Bug) -> x.ExplicitKernel:
     from argus_plugins.kernels.attention.kernel_explicit import build as build_attention
     from argus_plugins.kernels.attention.kernel_explicit import build_cdna3 as attn_cdna3

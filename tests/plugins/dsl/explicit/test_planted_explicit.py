@@ -166,3 +166,23 @@ def test_every_obligation_z3_leaves_open_makes_the_report_unknown(monkeypatch, m
     # each query retried once before it is left open; no case split taken on an open one
     # (the Hopper GEMM's "which iteration's stage is released" would report a race)
     assert len(calls) >= 10 and len(calls) % 2 == 0
+
+
+def test_grid_ownership_rests_on_the_stated_grid():
+    """The 2-D grid attention stores O of query block pid of head pid_y at rows
+    pid_y * S + pid * BM: disjoint because the grid stops at pid < S / BM
+    (`Kernel.programs`). Stated as unbounded, block S / BM of one head is block 0 of the
+    next, and the verifier names the two CTAs."""
+    from dataclasses import replace
+
+    kernel = build_attention()
+    assert kernel.meta["programs"][1] is None
+    assert verify_explicit(kernel).status == "verified"
+    unbounded = replace(kernel, meta={**kernel.meta, "programs": (None, None)})
+    hits = [c for c in verify_explicit(unbounded).counterexamples if c["kind"] == "output-overlap"]
+    assert hits and hits[0]["point"] == "softmax/7:TmaStore", hits
+    v = hits[0]["values"]
+    blocks = v["S"] // 128
+    first, second = (v["pid_1"], v["pid_y_1"]), (v["pid_2"], v["pid_y_2"])
+    assert first != second and max(v["pid_1"], v["pid_2"]) >= blocks
+    assert "written by program (pid=" in hits[0]["message"]
