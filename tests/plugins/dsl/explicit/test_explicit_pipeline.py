@@ -101,6 +101,37 @@ def test_planner_offers_the_level_where_the_backend_has_one(argus_config):
             )
 
 
+def _explicit_gemm_moves(argus_config, m: int) -> set[tuple[int, ...]]:
+    stages = _stages(argus_config, "backend=h200", f"kernel.shape.M={m}")
+    ctx = {
+        "family": stages.family,
+        "backend": stages.backend,
+        "kernel_cfg": stages.cfg.kernel,
+        "backend_cfg": stages.backend_cfg,
+    }
+    space = ActionSpace.from_ctx(ctx)
+    moves = [p for _, p in space.actions(space.start(), "explicit_gemm_hopper")]
+    assert all(space.valid(p) for p in moves)
+    return {
+        tuple(p.tiles[t] for t in ("BM", "BN", "BK", "STAGES")) + (p.compiler["num_warps"],)
+        for p in moves
+    }
+
+
+def test_planner_offers_the_skinny_configurations_only_where_m_is_small(argus_config):
+    # gluon_bench's best at M=128 (64x64x128 with six stages: 1.050x cuBLAS at 128x4096x4096
+    # on the H200; 128x128x64 with five at 128x14336x4096) are in reach of the planner there,
+    # and only there: a large M keeps the 128-row, BK 64, three- or four-stage space
+    large, skinny = (
+        _explicit_gemm_moves(argus_config, 4096),
+        _explicit_gemm_moves(argus_config, 128),
+    )
+    assert (64, 64, 128, 6, 4) in skinny and (128, 128, 64, 5, 4) in skinny
+    assert large < skinny
+    assert all(bm == 128 and bk == 64 and s in (3, 4) for bm, _, bk, s, _ in large)
+    assert not any(w == 8 and bm == 64 for bm, *_, w in skinny)  # 64 rows over two warpgroups
+
+
 def test_kb_level_entries_load_and_bad_ones_are_named(tmp_path):
     base = kb.load()
     tech = base.get("explicit_gemm_hopper")
