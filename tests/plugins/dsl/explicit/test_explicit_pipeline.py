@@ -80,14 +80,7 @@ def test_smt_verify_dispatches_an_explicit_kernel():
 
 def test_planner_offers_the_level_where_the_backend_has_one(argus_config):
     for backend, offered in (("h200", True), ("interpret", False)):
-        stages = _stages(argus_config, f"backend={backend}")
-        ctx = {
-            "family": stages.family,
-            "backend": stages.backend,
-            "kernel_cfg": stages.cfg.kernel,
-            "backend_cfg": stages.backend_cfg,
-        }
-        space = ActionSpace.from_ctx(ctx)
+        space = _space(_stages(argus_config, f"backend={backend}"))
         assert ("explicit_gemm_hopper" in space.techniques) is offered
         if offered:
             moves = space.actions(space.start(), "explicit_gemm_hopper")
@@ -102,14 +95,7 @@ def test_planner_offers_the_level_where_the_backend_has_one(argus_config):
 
 
 def _explicit_gemm_moves(argus_config, m: int) -> set[tuple[int, ...]]:
-    stages = _stages(argus_config, "backend=h200", f"kernel.shape.M={m}")
-    ctx = {
-        "family": stages.family,
-        "backend": stages.backend,
-        "kernel_cfg": stages.cfg.kernel,
-        "backend_cfg": stages.backend_cfg,
-    }
-    space = ActionSpace.from_ctx(ctx)
+    space = _space(_stages(argus_config, "backend=h200", f"kernel.shape.M={m}"))
     moves = [p for _, p in space.actions(space.start(), "explicit_gemm_hopper")]
     assert all(space.valid(p) for p in moves)
     return {
